@@ -1,0 +1,47 @@
+// gyre::Error: the one exception type the library throws.
+//
+// Contract: every failure a user can cause or observe surfaces as a gyre::Error whose
+// message names what went wrong: this rank, the peer involved (if any) and the
+// collective with its sequence number (if any). `code()` lets programs branch without
+// parsing text; the C API maps it to a result code. Immutable after construction, so
+// safe to share between threads (as std::exception_ptr).
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace gyre {
+
+enum class ErrorCode : int {
+  kInvalidArgument = 1,  // the caller passed something wrong; nothing was sent
+  kTimeout = 2,          // a bounded wait expired (a stalled or absent peer)
+  kRemoteError = 3,      // a peer closed, reset or reported a failure
+  kMismatch = 4,         // ranks issued different collectives
+  kAborted = 5,          // abort() was called, or an earlier failure aborted the communicator
+  kSystemError = 6,      // an OS call failed (socket, mmap, ...)
+  kInternal = 7,         // a broken invariant inside gyre: a bug, please report it
+};
+
+const char* errorCodeName(ErrorCode code);
+
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorCode code, const std::string& message);
+  ErrorCode code() const { return code_; }
+
+ private:
+  ErrorCode code_;
+};
+
+// Throws Error(code, formatted message).
+template <typename... Args>
+[[noreturn]] void fail(ErrorCode code, fmt::format_string<Args...> f, Args&&... args) {
+  throw Error(code, fmt::format(f, std::forward<Args>(args)...));
+}
+
+// Throws kSystemError with `what` and strerror(err) appended.
+[[noreturn]] void failSystem(int err, const std::string& what);
+
+}  // namespace gyre

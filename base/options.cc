@@ -1,0 +1,108 @@
+#include "base/options.h"
+
+#include <cstdlib>
+#include <limits>
+
+#include "base/error.h"
+
+namespace gyre {
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return (v && *v) ? v : nullptr;
+}
+
+long long parseInteger(const char* text, const char* what, long long lo, long long hi) {
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text, &end, 10);
+  if (errno || end == text || *end != '\0' || v < lo || v > hi) {
+    fail(ErrorCode::kInvalidArgument, "{}='{}' is not an integer in [{}, {}]", what, text, lo, hi);
+  }
+  return v;
+}
+
+}  // namespace
+
+size_t parseByteSize(const std::string& text, const char* what) {
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+  if (errno || end == text.c_str() || text[0] == '-') {
+    fail(ErrorCode::kInvalidArgument, "{}='{}' is not a byte size (e.g. 4096, 512K, 4M)", what,
+         text);
+  }
+  unsigned shift = 0;
+  std::string suffix(end);
+  if (suffix == "K" || suffix == "k") shift = 10;
+  else if (suffix == "M" || suffix == "m") shift = 20;
+  else if (suffix == "G" || suffix == "g") shift = 30;
+  else if (!suffix.empty()) {
+    fail(ErrorCode::kInvalidArgument, "{}='{}' has an unknown suffix (use K, M or G)", what, text);
+  }
+  if (v > (std::numeric_limits<size_t>::max() >> shift)) {
+    fail(ErrorCode::kInvalidArgument, "{}='{}' is too large", what, text);
+  }
+  return static_cast<size_t>(v) << shift;
+}
+
+Options Options::fromEnvironment() {
+  Options o;
+  if (const char* v = env("GYRE_DEBUG")) {
+    std::string s(v);
+    if (s == "WARN") o.logLevel = LogLevel::kWarn;
+    else if (s == "INFO") o.logLevel = LogLevel::kInfo;
+    else if (s == "TRACE") o.logLevel = LogLevel::kTrace;
+    else if (s == "ERROR") o.logLevel = LogLevel::kError;
+    else fail(ErrorCode::kInvalidArgument, "GYRE_DEBUG='{}': use ERROR, WARN, INFO or TRACE", s);
+  }
+  if (const char* v = env("GYRE_TIMEOUT")) {
+    o.timeout = std::chrono::seconds(parseInteger(v, "GYRE_TIMEOUT", 1, 365LL * 24 * 3600));
+  }
+  if (const char* v = env("GYRE_SLOT_BYTES")) {
+    o.slotBytes = parseByteSize(v, "GYRE_SLOT_BYTES");
+    if (o.slotBytes < 4096 || o.slotBytes > (size_t{1} << 30) || o.slotBytes % 64 != 0) {
+      fail(ErrorCode::kInvalidArgument,
+           "GYRE_SLOT_BYTES={} must be a multiple of 64 between 4K and 1G", o.slotBytes);
+    }
+  }
+  if (const char* v = env("GYRE_SLOTS")) o.slots = parseInteger(v, "GYRE_SLOTS", 2, 64);
+  if (const char* v = env("GYRE_TRANSPORT")) {
+    std::string s(v);
+    if (s == "auto") o.transport = TransportKind::kAuto;
+    else if (s == "tcp") o.transport = TransportKind::kTcp;
+    else if (s == "shm") o.transport = TransportKind::kShm;
+    else fail(ErrorCode::kInvalidArgument, "GYRE_TRANSPORT='{}': use auto, tcp or shm", s);
+  }
+  if (const char* v = env("GYRE_ALGO")) {
+    std::string s(v);
+    if (s == "auto") o.algo = AlgoKind::kAuto;
+    else if (s == "ring") o.algo = AlgoKind::kRing;
+    else if (s == "tree") o.algo = AlgoKind::kTree;
+    else fail(ErrorCode::kInvalidArgument, "GYRE_ALGO='{}': use auto, ring or tree", s);
+  }
+  if (const char* v = env("GYRE_NSOCKS")) o.socketsPerPeer = parseInteger(v, "GYRE_NSOCKS", 1, 16);
+  if (const char* v = env("GYRE_SOCKET_IFNAME")) o.socketIfname = v;
+  if (const char* v = env("GYRE_TOKEN")) o.token = v;
+  if (const char* v = env("GYRE_HOST_ID")) o.hostId = v;
+  if (const char* v = env("GYRE_SPIN_US")) {
+    o.spin = std::chrono::microseconds(parseInteger(v, "GYRE_SPIN_US", 0, 1000000));
+  }
+  return o;
+}
+
+const Options& globalOptions() {
+  static const Options options = [] {
+    try {
+      return Options::fromEnvironment();
+    } catch (const Error&) {
+      // The communicator reports the bad variable with a proper error; the logger
+      // must not throw, so it falls back to defaults.
+      return Options{};
+    }
+  }();
+  return options;
+}
+
+}  // namespace gyre

@@ -1,0 +1,44 @@
+// Options: every GYRE_* environment variable, read in this one place.
+//
+// Contract: `Options::fromEnvironment()` parses the variables and throws
+// gyre::Error(kInvalidArgument) naming the variable for a malformed value; nothing
+// else in gyre calls getenv for a GYRE_* name. A Communicator copies the Options it
+// is built with, so tests can override fields without touching the environment.
+// `globalOptions()` is the environment parsed once (thread-safe static init); the
+// logger uses it. README's table lists the same variables; keep them in sync.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+#include "base/log.h"
+
+namespace gyre {
+
+enum class TransportKind { kAuto, kTcp, kShm };
+enum class AlgoKind { kAuto, kRing, kTree };
+
+struct Options {
+  LogLevel logLevel = LogLevel::kWarn;                 // GYRE_DEBUG=WARN|INFO|TRACE
+  std::chrono::milliseconds timeout{1800 * 1000};      // GYRE_TIMEOUT (seconds, as torch)
+  size_t slotBytes = 512 * 1024;                       // GYRE_SLOT_BYTES (K/M suffixes)
+  size_t slots = 4;                                    // GYRE_SLOTS per pipe
+  TransportKind transport = TransportKind::kAuto;      // GYRE_TRANSPORT=auto|tcp|shm
+  AlgoKind algo = AlgoKind::kAuto;                     // GYRE_ALGO=auto|ring|tree
+  int socketsPerPeer = 1;                              // GYRE_NSOCKS
+  std::string socketIfname;                            // GYRE_SOCKET_IFNAME (NCCL syntax)
+  std::string token;                                   // GYRE_TOKEN (else rank 0 makes one)
+  std::string hostId;                                  // GYRE_HOST_ID (overrides host identity)
+  std::chrono::microseconds spin{50};                  // GYRE_SPIN_US before a waiter sleeps
+
+  static Options fromEnvironment();
+};
+
+const Options& globalOptions();
+
+// "512K" -> 524288; plain numbers are bytes; K/M/G are powers of 2. Throws
+// kInvalidArgument naming `what` for anything else.
+size_t parseByteSize(const std::string& text, const char* what);
+
+}  // namespace gyre

@@ -1,0 +1,81 @@
+// The pipe of slots: the one abstraction every transport offers to the algorithms.
+//
+// A pipe is one-directional, from this rank to one neighbour (SendPipe) or from one
+// neighbour to this rank (RecvPipe). It holds K slots of B bytes (a bounded FIFO with
+// credits, as NCCL's steps): the sender acquires a free slot, fills up to B bytes and
+// posts it with the Tag of the collective it belongs to; the receiver waits for the
+// oldest posted slot, reads it, and releases it, which returns the credit. A sender
+// never overruns a receiver, and memory is K*B per pipe whatever the message size.
+//
+// Threads: one SendPipe and one RecvPipe are each used by one thread at a time (the
+// communicator's executing thread); transports may run their own progress threads
+// behind them. At most one slot is acquired-but-not-posted and at most one slice is
+// waited-but-not-released at any time.
+//
+// Errors: every wait is bounded by WaitContext (deadline, abort flag) and throws
+// gyre::Error (kTimeout, kAborted, kRemoteError naming the peer rank). The caller adds
+// the collective's name and sequence number.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace gyre {
+
+// What a slice belongs to. It travels with every slice, so a receiver checks that its
+// neighbour is running the same collective (mismatch detection, always on). 24 bytes,
+// fixed layout (it is on the wire).
+struct Tag {
+  uint64_t count = 0;   // elements in the collective
+  uint32_t seq = 0;     // collective sequence number on the communicator
+  int32_t root = -1;    // root rank, -1 for rootless collectives
+  uint8_t coll = 0;     // collective kind (ring/collective.h)
+  uint8_t dtype = 0;    // gyre::DataType
+  uint8_t op = 0;       // gyre::ReduceOp
+  uint8_t reserved = 0;
+  uint32_t pad = 0;
+
+  bool operator==(const Tag&) const = default;
+};
+static_assert(sizeof(Tag) == 24, "Tag is part of the wire format");
+
+struct WaitContext {
+  std::chrono::steady_clock::time_point deadline;
+  const std::atomic<bool>* aborted = nullptr;  // set by Communicator::abort()
+  std::chrono::microseconds spin{50};          // spin this long before sleeping
+};
+
+struct Slice {
+  const std::byte* data = nullptr;
+  size_t bytes = 0;
+  Tag tag;
+};
+
+class SendPipe {
+ public:
+  virtual ~SendPipe() = default;
+  // A free slot of slotBytes() bytes; waits for a credit, bounded by ctx.
+  virtual std::byte* acquire(const WaitContext& ctx) = 0;
+  // Publishes the slot from the last acquire() holding `bytes` bytes (<= slotBytes()).
+  virtual void post(size_t bytes, const Tag& tag) = 0;
+  // Waits until every posted slot has left this rank (sent or consumed), bounded by ctx.
+  virtual void flush(const WaitContext& ctx) = 0;
+  virtual size_t slotBytes() const = 0;
+  virtual int peer() const = 0;
+};
+
+class RecvPipe {
+ public:
+  virtual ~RecvPipe() = default;
+  // The oldest posted slice; waits for one, bounded by ctx. Valid until release().
+  virtual Slice wait(const WaitContext& ctx) = 0;
+  // Returns the slice from the last wait() to the sender (its credit).
+  virtual void release() = 0;
+  virtual size_t slotBytes() const = 0;
+  virtual int peer() const = 0;
+};
+
+}  // namespace gyre
