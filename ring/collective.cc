@@ -1,0 +1,45 @@
+#include "ring/collective.h"
+
+#include <fmt/format.h>
+
+namespace gyre {
+
+const char* collectiveName(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllReduce: return "allreduce";
+    case CollectiveKind::kBarrier: return "barrier";
+  }
+  return "unknown-collective";
+}
+
+Tag CollectiveCall::tag() const {
+  Tag t;
+  t.count = count;
+  t.seq = seq;
+  t.root = root;
+  t.coll = static_cast<uint8_t>(kind);
+  t.dtype = static_cast<uint8_t>(dtype);
+  t.op = static_cast<uint8_t>(op);
+  return t;
+}
+
+std::string describe(const CollectiveCall& c) {
+  if (c.kind == CollectiveKind::kBarrier) return fmt::format("barrier #{}", c.seq);
+  std::string s = fmt::format("{} #{} ({} {}, count {}", collectiveName(c.kind), c.seq,
+                              dtypeName(c.dtype), opName(c.op), c.count);
+  if (c.root >= 0) s += fmt::format(", root {}", c.root);
+  return s + ")";
+}
+
+std::string describe(const Tag& t) {
+  CollectiveCall c;
+  c.kind = static_cast<CollectiveKind>(t.coll);
+  c.dtype = static_cast<DataType>(t.dtype);
+  c.op = static_cast<ReduceOp>(t.op);
+  c.count = t.count;
+  c.root = t.root;
+  c.seq = t.seq;
+  return describe(c);
+}
+
+}  // namespace gyre

@@ -1,0 +1,37 @@
+// Collective calls as data: what a rank is running, for tags, fingerprints and errors.
+//
+// Contract: plain values. `CollectiveKind` numbers travel on the wire in every slice's
+// Tag, so append only. `describe()` renders a call the way every error message names
+// it: "allreduce #12 (float sum, count 1048576)".
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/types.h"
+#include "transport/pipe.h"
+
+namespace gyre {
+
+enum class CollectiveKind : uint8_t {
+  kAllReduce = 1,
+  kBarrier = 2,
+};
+
+const char* collectiveName(CollectiveKind kind);
+
+struct CollectiveCall {
+  CollectiveKind kind = CollectiveKind::kAllReduce;
+  DataType dtype = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  size_t count = 0;
+  int root = -1;
+  uint32_t seq = 0;
+
+  Tag tag() const;
+};
+
+std::string describe(const CollectiveCall& call);
+std::string describe(const Tag& tag);  // the same, for a tag received from a peer
+
+}  // namespace gyre

@@ -1,0 +1,254 @@
+#include "ring/communicator.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "ring/bootstrap.h"
+#include "ring/collective.h"
+#include "ring/host_identity.h"
+#include "ring/reduce.h"
+#include "ring/ring_allreduce.h"
+#include "ring/store.h"
+#include "ring/tcp_store.h"
+
+namespace gyre {
+namespace {
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+std::string randomToken() {
+  unsigned char bytes[16] = {0};
+  int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) failSystem(errno, "open /dev/urandom");
+  ssize_t n = ::read(fd, bytes, sizeof(bytes));
+  ::close(fd);
+  if (n != static_cast<ssize_t>(sizeof(bytes))) fail(ErrorCode::kSystemError, "short read of /dev/urandom");
+  std::string out;
+  for (unsigned char b : bytes) out += fmt::format("{:02x}", b);
+  return out;
+}
+
+// The k-th communicator a process creates on one store gets the key prefix
+// "gyre/comm<k>"; ranks create communicators in the same order, so they agree.
+std::string nextCommPrefix(const Store* store) {
+  static std::mutex mu;
+  static std::map<const Store*, int> counters;
+  std::lock_guard<std::mutex> lock(mu);
+  return fmt::format("gyre/comm{}", counters[store]++);
+}
+
+const char* envOr(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return (v && *v) ? v : fallback;
+}
+
+int envInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  if (*end != '\0' || x < 0 || x > (1 << 30)) {
+    fail(ErrorCode::kInvalidArgument, "{}='{}' is not a non-negative integer", name, v);
+  }
+  return static_cast<int>(x);
+}
+
+}  // namespace
+
+class Communicator::Impl {
+ public:
+  Impl(std::shared_ptr<Store> store, int rank, int size, const Options& options,
+       const std::string& listenHost)
+      : options_(options), rank_(rank), size_(size), store_(std::move(store)) {
+    auto comm = std::make_shared<PrefixStore>(nextCommPrefix(store_.get()), store_);
+    comm->setTimeout(options_.timeout);
+    std::string token = options_.token;
+    if (token.empty()) {
+      if (rank_ == 0) comm->setString("token", randomToken());
+      token = comm->getString("token");
+    }
+    BootstrapParams params;
+    params.rank = rank_;
+    params.size = size_;
+    params.commId = fnv1a(token + "/" + comm->prefix());
+    params.token = token;
+    params.listenHost = listenHost;
+    if (size_ > 1) {
+      params.sendTo = {(rank_ + 1) % size_};
+      params.recvFrom = {(rank_ + size_ - 1) % size_};
+    }
+    pipes_ = connectPeers(*comm, params, options_);
+    if (size_ > 1) {
+      ring_.left = pipes_.recv.at((rank_ + size_ - 1) % size_).get();
+      ring_.right = pipes_.send.at((rank_ + 1) % size_).get();
+    }
+    ring_.timeout = options_.timeout;
+    ring_.spin = options_.spin;
+    ring_.aborted = &aborted_;
+    // Everyone connected before anyone may tear the store down.
+    comm->add("connected", 1);
+    log(LogLevel::kInfo, rank_, "communicator of {} ranks ready", size_);
+  }
+
+  ~Impl() {
+    if (!aborted_.load()) {
+      // Let the last slices reach the neighbours before the sockets close.
+      try {
+        WaitContext w{Clock::now() + std::chrono::seconds(5), &aborted_, options_.spin};
+        for (auto& [peer, pipe] : pipes_.send) pipe->flush(w);
+      } catch (const Error& e) {
+        log(LogLevel::kWarn, rank_, "closing: {}", e.what());
+      }
+    }
+  }
+
+  void run(CollectiveCall call, const void* sendbuf, void* recvbuf) {
+    if (aborted_.load()) {
+      fail(ErrorCode::kAborted, "rank {}: {} called on an aborted communicator{}", rank_,
+           describe(call), firstError_.empty() ? "" : " (after: " + firstError_ + ")");
+    }
+    call.seq = seq_++;
+    try {
+      if (size_ == 1) {
+        runSingle(call, sendbuf, recvbuf);
+      } else {
+        ringAllReduce(ring_, rank_, size_, call, sendbuf, recvbuf);
+      }
+    } catch (const Error& e) {
+      std::string message = fmt::format("rank {}: {} failed: {}", rank_, describe(call), e.what());
+      if (firstError_.empty()) firstError_ = message;
+      aborted_.store(true);
+      log(LogLevel::kError, rank_, "{}", message);
+      throw Error(e.code(), message);
+    }
+  }
+
+  void runSingle(const CollectiveCall& call, const void* sendbuf, void* recvbuf) {
+    if (call.kind != CollectiveKind::kAllReduce || call.count == 0) return;
+    if (call.op == ReduceOp::kAvg) {
+      scaleCopy(recvbuf, nullptr, sendbuf, call.count, call.dtype, 1);
+    } else if (sendbuf != recvbuf) {
+      copy2(recvbuf, nullptr, sendbuf, call.count * dtypeSize(call.dtype));
+    }
+  }
+
+  void validate(const char* what, const void* sendbuf, const void* recvbuf, size_t count,
+                DataType dtype, ReduceOp op) const {
+    if (!isValid(dtype)) {
+      fail(ErrorCode::kInvalidArgument, "rank {}: {}: unknown dtype {}", rank_, what,
+           static_cast<int>(dtype));
+    }
+    if (!isValid(op)) {
+      fail(ErrorCode::kInvalidArgument, "rank {}: {}: unknown reduce op {}", rank_, what,
+           static_cast<int>(op));
+    }
+    if (count > 0 && (sendbuf == nullptr || recvbuf == nullptr)) {
+      fail(ErrorCode::kInvalidArgument, "rank {}: {}: null {} with count {}", rank_, what,
+           sendbuf == nullptr ? "sendbuf" : "recvbuf", count);
+    }
+    if (count > (std::numeric_limits<size_t>::max() / 2) / dtypeSize(dtype)) {
+      fail(ErrorCode::kInvalidArgument, "rank {}: {}: count {} is too large", rank_, what, count);
+    }
+  }
+
+  Options options_;
+  const int rank_;
+  const int size_;
+  std::shared_ptr<Store> store_;
+  PipeSet pipes_;
+  PrimitiveContext ring_;
+  std::atomic<bool> aborted_{false};
+  std::string firstError_;
+  uint32_t seq_ = 0;
+};
+
+std::unique_ptr<Communicator> Communicator::fromEnvironment() {
+  return fromEnvironment(Options::fromEnvironment());
+}
+
+std::unique_ptr<Communicator> Communicator::fromEnvironment(const Options& options) {
+  // torchrun's variables first, then mpirun's and Slurm's, so existing launchers work.
+  int rank = envInt("RANK", envInt("OMPI_COMM_WORLD_RANK", envInt("SLURM_PROCID", -1)));
+  int size = envInt("WORLD_SIZE", envInt("OMPI_COMM_WORLD_SIZE", envInt("SLURM_NTASKS", -1)));
+  if (rank < 0 || size < 1) {
+    fail(ErrorCode::kInvalidArgument,
+         "RANK and WORLD_SIZE are not set: start the program with gyrerun (gyrerun -n 4 prog), "
+         "torchrun or mpirun, or set them by hand");
+  }
+  if (rank >= size) {
+    fail(ErrorCode::kInvalidArgument, "RANK={} is not below WORLD_SIZE={}", rank, size);
+  }
+  std::string host = envOr("MASTER_ADDR", "127.0.0.1");
+  int port = envInt("MASTER_PORT", 29500);
+  if (port < 1 || port > 65535) {
+    fail(ErrorCode::kInvalidArgument, "MASTER_PORT={} is not a TCP port", port);
+  }
+  std::shared_ptr<Store> store;
+  if (rank == 0) {
+    store = TcpStore::serve(host, static_cast<uint16_t>(port), options.timeout);
+  } else {
+    store = TcpStore::connect(host, static_cast<uint16_t>(port), options.timeout);
+  }
+  return std::unique_ptr<Communicator>(new Communicator(
+      std::make_unique<Impl>(std::move(store), rank, size, options, localAddressToward(host))));
+}
+
+std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store, int rank,
+                                                   int size) {
+  return create(std::move(store), rank, size, Options::fromEnvironment());
+}
+
+std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store, int rank,
+                                                   int size, const Options& options) {
+  if (!store) fail(ErrorCode::kInvalidArgument, "Communicator::create: null store");
+  if (size < 1) fail(ErrorCode::kInvalidArgument, "communicator size {} must be >= 1", size);
+  if (rank < 0 || rank >= size) {
+    fail(ErrorCode::kInvalidArgument, "rank {} is outside [0, {})", rank, size);
+  }
+  std::string host = localAddressToward(envOr("MASTER_ADDR", "127.0.0.1"));
+  return std::unique_ptr<Communicator>(
+      new Communicator(std::make_unique<Impl>(std::move(store), rank, size, options, host)));
+}
+
+Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Communicator::~Communicator() = default;
+
+int Communicator::rank() const { return impl_->rank_; }
+int Communicator::size() const { return impl_->size_; }
+const Options& Communicator::options() const { return impl_->options_; }
+
+void Communicator::allReduce(const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
+                             ReduceOp op) {
+  impl_->validate("allreduce", sendbuf, recvbuf, count, dtype, op);
+  CollectiveCall call;
+  call.kind = CollectiveKind::kAllReduce;
+  call.dtype = dtype;
+  call.op = op;
+  call.count = count;
+  impl_->run(call, sendbuf, recvbuf);
+}
+
+void Communicator::barrier() {
+  // A one-byte ring all-reduce: nobody leaves before everyone's byte went round.
+  uint8_t byte = 0;
+  CollectiveCall call;
+  call.kind = CollectiveKind::kBarrier;
+  call.dtype = DataType::kUint8;
+  call.op = ReduceOp::kMax;
+  call.count = 1;
+  impl_->run(call, &byte, &byte);
+}
+
+void Communicator::abort() { impl_->aborted_.store(true); }
+
+}  // namespace gyre

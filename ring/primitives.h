@@ -1,0 +1,66 @@
+// The five primitives every schedule is written in (DESIGN.md, "Collectives as
+// schedules of primitives"), over one receive pipe (from the left) and one send pipe
+// (to the right):
+//
+//   send(src)                      -> right
+//   recvReduceSend(src)            left + src -> right
+//   recvReduceCopySend(src, dst)   left + src -> dst and -> right   (the chunk is final)
+//   recvCopySend(dst)              left -> dst and -> right
+//   recv(dst)                      left -> dst
+//
+// Each call moves one slice of at most sliceElems() elements: one slot. The reduce
+// writes straight into the next send slot (and the output) in one pass, so a hop costs
+// one read of the received slot and one write of the next. Every received slice must
+// carry this call's Tag and the expected length; anything else is a kMismatch error
+// naming the peer and both calls.
+//
+// Threads: one Primitives object is used by the thread running the collective.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+
+#include "ring/collective.h"
+#include "transport/pipe.h"
+
+namespace gyre {
+
+struct PrimitiveContext {
+  RecvPipe* left = nullptr;
+  SendPipe* right = nullptr;
+  std::chrono::milliseconds timeout{0};
+  std::chrono::microseconds spin{0};
+  const std::atomic<bool>* aborted = nullptr;
+};
+
+class Primitives {
+ public:
+  // avgDivisor: for ReduceOp::kAvg, the final reduction step divides by it.
+  Primitives(const PrimitiveContext& ctx, const CollectiveCall& call, uint32_t avgDivisor);
+
+  size_t sliceElems() const { return sliceElems_; }
+
+  void send(const void* src, size_t n);
+  void recvReduceSend(const void* src, size_t n);
+  void recvReduceCopySend(const void* src, void* dst, size_t n);
+  void recvCopySend(void* dst, size_t n);
+  void recv(void* dst, size_t n);
+
+  // Waits until every posted slice has left this rank.
+  void flush();
+
+ private:
+  WaitContext waitContext() const;
+  Slice receive(size_t n);
+  std::byte* acquire();
+  void post(size_t n);
+
+  PrimitiveContext ctx_;
+  CollectiveCall call_;
+  Tag tag_;
+  size_t elemBytes_;
+  size_t sliceElems_;
+  uint32_t avgDivisor_;
+};
+
+}  // namespace gyre

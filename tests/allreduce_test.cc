@@ -1,0 +1,152 @@
+// All-reduce across real processes over loopback: every dtype and op, in place and
+// out of place, counts around the chunk and slot boundaries, exact results, and
+// bitwise-identical outputs on every rank.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "base/error.h"
+#include "ring/communicator.h"
+#include "ring/spawn.h"
+#include "test_values.h"
+
+namespace gyre {
+namespace {
+
+using testing::check;
+
+SpawnOptions testOptions(size_t slotBytes = 512 * 1024) {
+  SpawnOptions o;
+  o.options.timeout = std::chrono::seconds(60);
+  o.options.slotBytes = slotBytes;
+  return o;
+}
+
+// Runs one all-reduce and checks it exactly, and that every rank holds the same bits.
+void checkAllReduce(Communicator& comm, DataType t, ReduceOp op, size_t count, bool inPlace) {
+  const size_t bytes = count * dtypeSize(t);
+  std::vector<std::byte> input = testing::inputBuffer(t, op, comm.rank(), count);
+  std::vector<std::byte> output(bytes + 1, std::byte{0x5a});
+  const std::byte guard = output[bytes];
+  void* recv = inPlace ? input.data() : output.data();
+  comm.allReduce(input.data(), recv, count, t, op);
+  std::vector<std::byte> expected = testing::expectedBuffer(t, op, comm.size(), count);
+  const std::string what = fmt::format("rank {}/{}: {} {} count {} {}", comm.rank(), comm.size(),
+                                       dtypeName(t), opName(op), count,
+                                       inPlace ? "in place" : "out of place");
+  check(std::memcmp(recv, expected.data(), bytes) == 0, "{}: wrong result", what);
+  if (!inPlace) {
+    check(output[bytes] == guard, "{}: wrote past the end of recvbuf", what);
+    std::vector<std::byte> again = testing::inputBuffer(t, op, comm.rank(), count);
+    check(std::memcmp(input.data(), again.data(), bytes) == 0, "{}: sendbuf was modified", what);
+  }
+  uint64_t sum = testing::checksum(recv, bytes), lo = sum, hi = sum;
+  comm.allReduce(&lo, &lo, 1, DataType::kUint64, ReduceOp::kMin);
+  comm.allReduce(&hi, &hi, 1, DataType::kUint64, ReduceOp::kMax);
+  check(lo == hi, "{}: ranks hold different bits", what);
+}
+
+class AllReduceRanks : public ::testing::TestWithParam<int> {};
+
+TEST_P(AllReduceRanks, EveryDtypeOpAndEdgeCount) {
+  const int n = GetParam();
+  spawn(n, [n](Communicator& comm) {
+    check(comm.size() == n && comm.rank() >= 0 && comm.rank() < n, "bad rank/size");
+    const size_t counts[] = {0, 1, static_cast<size_t>(n - 1), 1009};
+    for (DataType t : testing::kAllTypes) {
+      for (ReduceOp op : testing::kAllOps) {
+        for (size_t count : counts) {
+          checkAllReduce(comm, t, op, count, false);
+          checkAllReduce(comm, t, op, count, true);
+        }
+      }
+    }
+  }, testOptions());
+}
+
+TEST_P(AllReduceRanks, LargerThanAllSlots) {
+  const int n = GetParam();
+  // 16 KiB slots x 4: a 1 MiB-plus buffer crosses every slot many times per chunk.
+  spawn(n, [](Communicator& comm) {
+    const size_t count = (1 << 18) + 13;
+    for (DataType t : {DataType::kFloat32, DataType::kInt8, DataType::kBFloat16,
+                       DataType::kFloat64}) {
+      checkAllReduce(comm, t, ReduceOp::kSum, count, false);
+      checkAllReduce(comm, t, ReduceOp::kAvg, count, true);
+    }
+    checkAllReduce(comm, DataType::kInt32, ReduceOp::kMax, count, true);
+    checkAllReduce(comm, DataType::kUint8, ReduceOp::kProd, count, false);
+  }, testOptions(16 * 1024));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, AllReduceRanks, ::testing::Values(1, 2, 3, 4, 5, 8),
+                         [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+
+TEST(AllReduce, RepeatedCallsAndBarrier) {
+  spawn(4, [](Communicator& comm) {
+    std::vector<float> buf(100000);
+    for (int iter = 0; iter < 50; ++iter) {
+      for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<float>(comm.rank() + iter);
+      comm.allReduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, ReduceOp::kSum);
+      const float want = static_cast<float>(6 + 4 * iter);
+      for (float v : buf) check(v == want, "iteration {}: got {} want {}", iter, v, want);
+      comm.barrier();
+    }
+  }, testOptions(64 * 1024));
+}
+
+TEST(AllReduce, InvalidArgumentsAreRejectedBeforeTraffic) {
+  spawn(2, [](Communicator& comm) {
+    auto expectInvalid = [&](auto&& call, const char* what) {
+      try {
+        call();
+      } catch (const Error& e) {
+        check(e.code() == ErrorCode::kInvalidArgument, "{}: wrong code: {}", what, e.what());
+        check(std::string(e.what()).find("rank") != std::string::npos, "{}: no rank in '{}'",
+              what, e.what());
+        return;
+      }
+      check(false, "{}: accepted", what);
+    };
+    float x = 1;
+    expectInvalid([&] { comm.allReduce(nullptr, &x, 1, DataType::kFloat32, ReduceOp::kSum); },
+                  "null sendbuf");
+    expectInvalid([&] { comm.allReduce(&x, &x, 1, static_cast<DataType>(42), ReduceOp::kSum); },
+                  "bad dtype");
+    expectInvalid([&] { comm.allReduce(&x, &x, 1, DataType::kFloat32, static_cast<ReduceOp>(9)); },
+                  "bad op");
+    // The communicator still works: nothing was sent.
+    comm.allReduce(&x, &x, 1, DataType::kFloat32, ReduceOp::kSum);
+    check(x == 2, "after rejected calls: got {}", x);
+  }, testOptions());
+}
+
+TEST(Spawn, NamesTheFailingRank) {
+  try {
+    spawn(3, [](Communicator& comm) {
+      if (comm.rank() == 1) throw std::runtime_error("boom from rank one");
+    }, testOptions());
+    FAIL() << "spawn did not report the failure";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("rank 1"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("boom from rank one"), std::string::npos) << msg;
+  }
+}
+
+TEST(Communicator, RejectsBadRankAndSize) {
+  auto expectInvalid = [](int rank, int size) {
+    try {
+      Communicator::create(nullptr, rank, size);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+      return;
+    }
+    ADD_FAILURE() << "accepted rank " << rank << " size " << size;
+  };
+  expectInvalid(0, 1);   // null store
+}
+
+}  // namespace
+}  // namespace gyre

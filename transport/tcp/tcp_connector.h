@@ -1,0 +1,39 @@
+// Connection setup for the tcp pipes: every directed pipe is one TCP connection,
+// opened by the sending rank to the receiving rank's listener and checked by a
+// handshake (transport/wire.h) before it carries data.
+//
+// Contract: `connectPipes` returns once every outgoing connection is accepted by its
+// peer and one valid connection from every expected sender has arrived, or throws
+// gyre::Error naming the ranks still missing when the deadline passes. A connection
+// whose handshake is wrong (bytes from another job, another communicator, another
+// protocol version, garbage) is logged and closed, and the listener keeps accepting:
+// a stray client cannot stop a job from forming. Thread-safe (no shared state).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "transport/socket.h"
+#include "transport/wire.h"
+
+namespace gyre {
+
+struct TcpPipeEndpoints {
+  int self = -1;
+  int worldSize = 0;
+  uint64_t commId = 0;
+  std::array<uint8_t, kTokenBytes> token{};
+  std::map<int, SocketAddress> sendTo;  // peer rank -> its listener
+  std::vector<int> recvFrom;            // peer ranks that connect to us
+};
+
+struct TcpConnections {
+  std::map<int, Fd> out;  // by receiving peer
+  std::map<int, Fd> in;   // by sending peer
+};
+
+TcpConnections connectPipes(int listenFd, const TcpPipeEndpoints& endpoints,
+                            Clock::time_point deadline);
+
+}  // namespace gyre
