@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "base/error.h"
 #include "base/log.h"
 #include "ring/host_identity.h"
@@ -38,6 +40,9 @@ PipeSet connectPeers(Store& store, const BootstrapParams& p, const Options& opti
   TcpConnections conns = connectPipes(listener.get(), ep, deadline);
 
   PipeSet set;
+  for (int r = 0; r < p.size; ++r) set.hostIds.push_back(store.getString(fmt::format("host/{}", r)));
+  set.localRanks = static_cast<int>(
+      std::count(set.hostIds.begin(), set.hostIds.end(), set.hostIds[p.rank]));
   set.progress = std::make_unique<TcpProgress>();
   for (auto& [peer, fd] : conns.out) {
     set.send.emplace(peer, std::make_unique<TcpSendPipe>(std::move(fd), peer, options.slots,

@@ -36,6 +36,8 @@ struct PipeSet {
   std::unique_ptr<TcpProgress> progress;  // declared first: destroyed after the pipes
   std::map<int, std::unique_ptr<SendPipe>> send;
   std::map<int, std::unique_ptr<RecvPipe>> recv;
+  std::vector<std::string> hostIds;  // by rank
+  int localRanks = 1;                // ranks sharing this rank's host, itself included
 };
 
 PipeSet connectPeers(Store& store, const BootstrapParams& params, const Options& options);

@@ -29,28 +29,39 @@ WaitContext Primitives::waitContext() const {
   return w;
 }
 
+void Primitives::throwMismatch(const Slice& got, size_t n) const {
+  if (got.tag != tag_) {
+    fail(ErrorCode::kMismatch, "peer rank {} is running {} while this rank runs {}",
+         ctx_.left->peer(), describe(got.tag), describe(call_));
+  }
+  fail(ErrorCode::kMismatch, "peer rank {} sent a slice of {} bytes where {} expects {}",
+       ctx_.left->peer(), got.bytes, describe(call_), n * elemBytes_);
+}
+
 Slice Primitives::receive(size_t n) {
   Slice s = ctx_.left->wait(waitContext());
-  if (s.tag != tag_) {
-    fail(ErrorCode::kMismatch, "peer rank {} is running {} while this rank runs {}",
-         ctx_.left->peer(), describe(s.tag), describe(call_));
-  }
-  if (s.bytes != n * elemBytes_) {
-    fail(ErrorCode::kMismatch, "peer rank {} sent a slice of {} bytes where {} expects {}",
-         ctx_.left->peer(), s.bytes, describe(call_), n * elemBytes_);
-  }
+  if (s.tag != tag_ || s.bytes != n * elemBytes_) throwMismatch(s, n);
   return s;
+}
+
+void Primitives::receiveInto(void* dst, size_t n) {
+  Slice s = ctx_.left->waitInto(dst, n * elemBytes_, tag_, waitContext());
+  if (s.data != dst || s.tag != tag_ || s.bytes != n * elemBytes_) throwMismatch(s, n);
 }
 
 std::byte* Primitives::acquire() { return ctx_.right->acquire(waitContext()); }
 
 void Primitives::post(size_t n) { ctx_.right->post(n * elemBytes_, tag_); }
 
-void Primitives::send(const void* src, size_t n) {
-  std::byte* slot = acquire();
-  if (n) std::memcpy(slot, src, n * elemBytes_);
-  post(n);
+void Primitives::postDirect(const void* src, size_t n) {
+  ctx_.right->postDirect(src, n * elemBytes_, tag_, waitContext());
 }
+
+// The direct sends below read user memory after the call returns. The schedules keep
+// it valid: a rank overwrites an element it sent only after receiving that element's
+// final value, which the peer could only produce after our slice reached it.
+
+void Primitives::send(const void* src, size_t n) { postDirect(src, n); }
 
 void Primitives::recvReduceSend(const void* src, size_t n) {
   Slice in = receive(n);
@@ -63,25 +74,17 @@ void Primitives::recvReduceSend(const void* src, size_t n) {
 
 void Primitives::recvReduceCopySend(const void* src, void* dst, size_t n) {
   Slice in = receive(n);
-  std::byte* slot = acquire();
-  reduceCopy(dst, slot, in.data, src, n, call_.dtype, call_.op, avgDivisor_);
+  reduceCopy(dst, nullptr, in.data, src, n, call_.dtype, call_.op, avgDivisor_);
   ctx_.left->release();
-  post(n);
+  postDirect(dst, n);
 }
 
 void Primitives::recvCopySend(void* dst, size_t n) {
-  Slice in = receive(n);
-  std::byte* slot = acquire();
-  copy2(dst, slot, in.data, n * elemBytes_);
-  ctx_.left->release();
-  post(n);
+  receiveInto(dst, n);
+  postDirect(dst, n);
 }
 
-void Primitives::recv(void* dst, size_t n) {
-  Slice in = receive(n);
-  if (n) std::memcpy(dst, in.data, n * elemBytes_);
-  ctx_.left->release();
-}
+void Primitives::recv(void* dst, size_t n) { receiveInto(dst, n); }
 
 void Primitives::flush() {
   if (ctx_.right) ctx_.right->flush(waitContext());

@@ -9,8 +9,9 @@
 //   recv(dst)                      left -> dst
 //
 // Each call moves one slice of at most sliceElems() elements: one slot. The reduce
-// writes straight into the next send slot (and the output) in one pass, so a hop costs
-// one read of the received slot and one write of the next. Every received slice must
+// writes straight into the next send slot in one pass; slices that are only moved use
+// the pipes' direct forms (tcp sends from and receives into the user's buffer), so a
+// hop costs no copy the transport can avoid. Every received slice must
 // carry this call's Tag and the expected length; anything else is a kMismatch error
 // naming the peer and both calls.
 //
@@ -52,8 +53,11 @@ class Primitives {
  private:
   WaitContext waitContext() const;
   Slice receive(size_t n);
+  void receiveInto(void* dst, size_t n);
+  [[noreturn]] void throwMismatch(const Slice& got, size_t n) const;
   std::byte* acquire();
   void post(size_t n);
+  void postDirect(const void* src, size_t n);
 
   PrimitiveContext ctx_;
   CollectiveCall call_;

@@ -65,6 +65,12 @@ class SendPipe {
   virtual void flush(const WaitContext& ctx) = 0;
   virtual size_t slotBytes() const = 0;
   virtual int peer() const = 0;
+
+  // NCCL's "direct" send: `bytes` (<= slotBytes()) go straight from `src`, without a
+  // copy into a slot, where the transport can (tcp: writev from the user's buffer).
+  // It takes one credit like a slot. The caller keeps src unchanged until the slice
+  // has left this rank: until flush(), or until the schedule proves the peer has it.
+  virtual void postDirect(const void* src, size_t bytes, const Tag& tag, const WaitContext& ctx);
 };
 
 class RecvPipe {
@@ -76,6 +82,13 @@ class RecvPipe {
   virtual void release() = 0;
   virtual size_t slotBytes() const = 0;
   virtual int peer() const = 0;
+
+  // NCCL's "direct" receive: waits for the next slice and, when it carries `expect`
+  // and exactly `bytes` bytes, places it in `dst` (tcp reads it straight from the
+  // socket) and consumes it; the returned Slice then has data == dst. Otherwise
+  // nothing is written or consumed and the Slice describes what did arrive (its data
+  // points into the slot), so the caller can report the mismatch.
+  virtual Slice waitInto(void* dst, size_t bytes, const Tag& expect, const WaitContext& ctx);
 };
 
 }  // namespace gyre

@@ -46,7 +46,8 @@ TcpSendPipe::TcpSendPipe(Fd fd, int peer, size_t slots, size_t slotBytes, TcpPro
       slotBytes_(slotBytes),
       progress_(progress),
       buffer_(slots * slotBytes),
-      headers_(slots) {
+      headers_(slots),
+      payloads_(slots) {
   setNonBlocking(fd_.get(), true);
   setNoDelay(fd_.get());
   progress_->add(this);
@@ -90,10 +91,24 @@ std::byte* TcpSendPipe::acquire(const WaitContext& ctx) {
 
 void TcpSendPipe::post(size_t bytes, const Tag& tag) {
   const uint64_t slot = posted_.load(std::memory_order_relaxed);
+  publish(buffer_.data() + (slot % slots_) * slotBytes_, bytes, tag);
+}
+
+void TcpSendPipe::postDirect(const void* src, size_t bytes, const Tag& tag,
+                             const WaitContext& ctx) {
+  const uint64_t slot = posted_.load(std::memory_order_relaxed);
+  waitUntil([&] { return slot - completed_.load(std::memory_order_acquire) < slots_; }, ctx,
+            "a free send slot");
+  publish(static_cast<const std::byte*>(src), bytes, tag);
+}
+
+void TcpSendPipe::publish(const std::byte* payload, size_t bytes, const Tag& tag) {
+  const uint64_t slot = posted_.load(std::memory_order_relaxed);
   FrameHeader& h = headers_[slot % slots_];
   h.magic = FrameHeader::kMagic;
   h.bytes = static_cast<uint32_t>(bytes);
   h.tag = tag;
+  payloads_[slot % slots_] = payload;
   posted_.store(slot + 1, std::memory_order_release);
   // Send inline when nobody else is sending; leave the rest to the progress thread.
   bool pending = true;
@@ -128,15 +143,15 @@ bool TcpSendPipe::writePendingLocked() {
     size_t skip = offset_;
     for (uint64_t s = done; s < posted && n < static_cast<int>(2 * kMaxSlotsPerCall); ++s) {
       const size_t i = s % slots_;
-      std::byte* parts[2] = {reinterpret_cast<std::byte*>(&headers_[i]),
-                             buffer_.data() + i * slotBytes_};
+      const std::byte* parts[2] = {reinterpret_cast<const std::byte*>(&headers_[i]),
+                                   payloads_[i]};
       size_t lens[2] = {sizeof(FrameHeader), headers_[i].bytes};
       for (int p = 0; p < 2; ++p) {
         if (skip >= lens[p]) {
           skip -= lens[p];
           continue;
         }
-        iov[n].iov_base = parts[p] + skip;
+        iov[n].iov_base = const_cast<std::byte*>(parts[p] + skip);
         iov[n].iov_len = lens[p] - skip;
         skip = 0;
         ++n;
@@ -230,20 +245,75 @@ void TcpRecvPipe::readAvailable() {
   }
 }
 
+void TcpRecvPipe::waitReadable(const WaitContext& ctx, Clock::time_point spinUntil) {
+  if (Clock::now() < spinUntil) {
+    spinPause(spinUntil);
+    return;
+  }
+  if (expired(ctx)) throwWaitFailure(ctx, peer_, "a slice");
+  pollSlice(fd_.get(), POLLIN, ctx);
+}
+
 Slice TcpRecvPipe::wait(const WaitContext& ctx) {
   const auto spinUntil = Clock::now() + ctx.spin;
-  while (received_ == released_) {
+  for (;;) {
     readAvailable();
     if (received_ != released_) break;
-    if (Clock::now() < spinUntil) {
-      spinPause(spinUntil);
-      continue;
-    }
-    if (expired(ctx)) throwWaitFailure(ctx, peer_, "a slice");
-    pollSlice(fd_.get(), POLLIN, ctx);
+    waitReadable(ctx, spinUntil);
   }
   const size_t i = released_ % slots_;
   return Slice{buffer_.data() + i * slotBytes_, headers_[i].bytes, headers_[i].tag};
+}
+
+bool TcpRecvPipe::readHeader() {
+  const size_t i = received_ % slots_;
+  while (partial_ < sizeof(FrameHeader)) {
+    ssize_t r = ::recv(fd_.get(), reinterpret_cast<std::byte*>(&headers_[i]) + partial_,
+                       sizeof(FrameHeader) - partial_, MSG_DONTWAIT);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
+    if (r <= 0) throwClosed(r == 0 ? 0 : errno);
+    partial_ += static_cast<size_t>(r);
+  }
+  FrameHeader checked;
+  if (auto why = checkFrameHeader(&headers_[i], sizeof(FrameHeader), slotBytes_, &checked)) {
+    fail(ErrorCode::kRemoteError, "bad frame from peer rank {}: {}", peer_, *why);
+  }
+  return true;
+}
+
+Slice TcpRecvPipe::waitInto(void* dst, size_t bytes, const Tag& expect, const WaitContext& ctx) {
+  // A frame that read-ahead already buffered is copied out like any slot.
+  if (received_ != released_) return RecvPipe::waitInto(dst, bytes, expect, ctx);
+  const auto spinUntil = Clock::now() + ctx.spin;
+  while (!readHeader()) waitReadable(ctx, spinUntil);
+  const size_t i = received_ % slots_;
+  if (headers_[i].tag != expect || headers_[i].bytes != bytes) {
+    // Not ours to place: buffer it as usual and let the caller name the mismatch.
+    return wait(ctx);
+  }
+  // Payload bytes that arrived with the header went into the slot; the rest is read
+  // straight into dst, saving the copy out of the slot.
+  auto* out = static_cast<std::byte*>(dst);
+  size_t got = partial_ - sizeof(FrameHeader);
+  if (got) std::memcpy(out, buffer_.data() + i * slotBytes_, got);
+  while (got < bytes) {
+    ssize_t r = ::recv(fd_.get(), out + got, bytes - got, MSG_DONTWAIT);
+    if (r > 0) {
+      got += static_cast<size_t>(r);
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      waitReadable(ctx, spinUntil);
+      continue;
+    }
+    throwClosed(r == 0 ? 0 : errno);
+  }
+  partial_ = 0;
+  ++received_;
+  ++released_;
+  return Slice{out, bytes, headers_[i].tag};
 }
 
 void TcpRecvPipe::release() { ++released_; }

@@ -36,6 +36,7 @@ class TcpSendPipe final : public SendPipe {
 
   std::byte* acquire(const WaitContext& ctx) override;
   void post(size_t bytes, const Tag& tag) override;
+  void postDirect(const void* src, size_t bytes, const Tag& tag, const WaitContext& ctx) override;
   void flush(const WaitContext& ctx) override;
   size_t slotBytes() const override { return slotBytes_; }
   int peer() const override { return peer_; }
@@ -48,6 +49,7 @@ class TcpSendPipe final : public SendPipe {
 
  private:
   bool writePendingLocked();  // requires mu_
+  void publish(const std::byte* payload, size_t bytes, const Tag& tag);
   template <typename Pred>
   void waitUntil(Pred pred, const WaitContext& ctx, const char* what);
   void throwIfFailed() const;
@@ -59,6 +61,7 @@ class TcpSendPipe final : public SendPipe {
   TcpProgress* const progress_;
   std::vector<std::byte> buffer_;     // slots_ * slotBytes_, allocated once
   std::vector<FrameHeader> headers_;  // one per slot
+  std::vector<const std::byte*> payloads_;  // per slot: its buffer, or the user's (direct)
   std::atomic<uint64_t> posted_{0};     // written by the user thread
   std::atomic<uint64_t> completed_{0};  // slots fully in the kernel; under mu_
   size_t offset_ = 0;                   // bytes of slot `completed_` already sent; under mu_
@@ -74,12 +77,17 @@ class TcpRecvPipe final : public RecvPipe {
 
   Slice wait(const WaitContext& ctx) override;
   void release() override;
+  Slice waitInto(void* dst, size_t bytes, const Tag& expect, const WaitContext& ctx) override;
   size_t slotBytes() const override { return slotBytes_; }
   int peer() const override { return peer_; }
 
  private:
   // Reads whatever the socket has into free slots; throws on EOF, reset or a bad frame.
   void readAvailable();
+  // Reads into the current frame's header only; true once it is complete.
+  bool readHeader();
+  // Waits for readiness of the socket for one slice of the wait loop.
+  void waitReadable(const WaitContext& ctx, Clock::time_point spinUntil);
   [[noreturn]] void throwClosed(int err) const;
 
   Fd fd_;

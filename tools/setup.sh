@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages gyre needs to build, test and run its demo; does
+# nothing when they are all present. Needs root or sudo only when something is missing.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config   # toolchain
+  libfmt-dev                                      # logging
+  googletest libgtest-dev libgmock-dev            # tests
+  libbenchmark-dev                                # reduce_bench
+  libibverbs-dev                                  # RDMA transport (optional at run time)
+  libopenblas-dev zlib1g-dev                      # gyre-train: BLAS, gzip'd IDX files
+  dataset-fashion-mnist                           # gyre-train's data
+  iproute2                                        # multi-host tests in network namespaces
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "setup: installing ${missing[*]}" >&2
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2

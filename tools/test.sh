@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The README's second command: install what is missing, build, run the whole suite.
+#   tools/test.sh                      normal build in build/
+#   tools/test.sh --sanitize address   ASan+UBSan build in build-asan/
+#   tools/test.sh --sanitize thread    TSan build in build-tsan/
+set -euo pipefail
+cd "$(dirname "$0")/.."
+sanitize=""
+if [ "${1:-}" = "--sanitize" ]; then sanitize=${2:?address or thread}; fi
+tools/setup.sh
+if [ -n "$sanitize" ]; then
+  export BUILD_DIR=${BUILD_DIR:-build-${sanitize/address/asan}}
+  BUILD_DIR=${BUILD_DIR/thread/tsan}
+  tools/build.sh -DGYRE_SANITIZE="$sanitize"
+else
+  export BUILD_DIR=${BUILD_DIR:-build}
+  tools/build.sh
+fi
+# No leftovers from a previous run may pass for ours.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1 second_deadlock_stack=1}
+cd "$BUILD_DIR"
+ctest --output-on-failure --timeout 300 -j 2
