@@ -104,8 +104,6 @@ class Communicator::Impl {
     if (options_.spin.count() < 0) options_.spin = automaticSpin(pipes_.localRanks);
     ring_.spin = options_.spin;
     ring_.aborted = &aborted_;
-    // Everyone connected before anyone may tear the store down.
-    comm->add("connected", 1);
     log(LogLevel::kInfo, rank_, "communicator of {} ranks ready", size_);
   }
 

@@ -99,18 +99,38 @@ Fd listenOn(const SocketAddress& addr, int backlog) {
   return fd;
 }
 
+namespace {
+
+// One non-blocking connect bounded by `deadline`: a host that drops SYNs must not hold
+// us for the kernel's two-minute default. Returns 0 or the errno of the failure.
+int connectOnce(int fd, const SocketAddress& addr, Clock::time_point deadline) {
+  setNonBlocking(fd, true);
+  int rc;
+  do {
+    rc = ::connect(fd, addr.sa(), addr.length);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0 && errno != EINPROGRESS) return errno;
+  if (rc != 0) {
+    if (!pollUntil(fd, POLLOUT, deadline)) return ETIMEDOUT;
+    int err = 0;
+    socklen_t len = sizeof(err);
+    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) return err;
+  }
+  setNonBlocking(fd, false);
+  return 0;
+}
+
+}  // namespace
+
 Fd connectWithRetry(const SocketAddress& addr, Clock::time_point deadline) {
   auto backoff = std::chrono::milliseconds(10);
   int lastErr = 0;
   for (;;) {
     Fd fd(::socket(addr.storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (!fd) failSystem(errno, "socket");
-    int rc;
-    do {
-      rc = ::connect(fd.get(), addr.sa(), addr.length);
-    } while (rc != 0 && errno == EINTR);
-    if (rc == 0) return fd;
-    lastErr = errno;
+    lastErr = connectOnce(fd.get(), addr, deadline);
+    if (lastErr == 0) return fd;
     bool retryable = lastErr == ECONNREFUSED || lastErr == ETIMEDOUT || lastErr == ENETUNREACH ||
                      lastErr == EHOSTUNREACH || lastErr == ECONNRESET || lastErr == EAGAIN ||
                      lastErr == ECONNABORTED;

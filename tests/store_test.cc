@@ -1,0 +1,577 @@
+// The bootstrap store: TcpStore over loopback (threads and forked processes), its
+// failure modes (timeouts, unreachable or taken ports, hostile bytes, a server that
+// goes away), PrefixStore, and the pure wire parsers.
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "base/error.h"
+#include "ring/store.h"
+#include "ring/store_protocol.h"
+#include "ring/tcp_store.h"
+#include "transport/socket.h"
+
+namespace gyre {
+namespace {
+
+using namespace std::chrono_literals;
+using namespace std::string_literals;
+using std::chrono::milliseconds;
+
+constexpr milliseconds kShort = 200ms;
+constexpr milliseconds kLong = 10s;  // for calls that must succeed; never waited out
+
+std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
+
+milliseconds since(Clock::time_point start) {
+  return std::chrono::duration_cast<milliseconds>(Clock::now() - start);
+}
+
+// Runs `f`, which must throw gyre::Error; returns it.
+template <typename F>
+Error expectError(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no gyre::Error thrown";
+  return Error(ErrorCode::kInternal, "none");
+}
+
+// A raw TCP connection to the store, to speak to it as a broken or hostile client.
+Fd rawConnect(uint16_t port) {
+  Fd fd = connectWithRetry(SocketAddress::resolve("127.0.0.1", port), Clock::now() + kLong);
+  return fd;
+}
+
+// Reads until the peer closes; returns what arrived. Fails the test if the peer keeps
+// the connection open past 5 s.
+std::vector<uint8_t> readUntilClosed(int fd) {
+  std::vector<uint8_t> got;
+  auto deadline = Clock::now() + 5s;
+  for (;;) {
+    uint8_t buf[4096];
+    ssize_t r = ::recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+    if (r > 0) {
+      got.insert(got.end(), buf, buf + r);
+      continue;
+    }
+    if (r == 0 || (r < 0 && errno == ECONNRESET)) return got;
+    if (!pollUntil(fd, POLLIN, deadline)) {
+      ADD_FAILURE() << "the store kept a bad connection open";
+      return got;
+    }
+  }
+}
+
+void sendAll(int fd, const std::vector<uint8_t>& data) {
+  writeExact(fd, data.data(), data.size(), Clock::now() + kLong);
+}
+
+// ---- TcpStore: the operations ----------------------------------------------------------
+
+TEST(TcpStore, SetGetAddWaitCheck) {
+  auto store = TcpStore::serve("127.0.0.1", 0, kLong);
+  ASSERT_TRUE(store->serving());
+  ASSERT_NE(store->port(), 0);
+
+  store->set("a", bytes("alpha"));
+  EXPECT_EQ(store->get("a"), bytes("alpha"));
+  store->set("a", bytes("again"));  // overwrite
+  EXPECT_EQ(store->getString("a"), "again");
+  store->setString("empty", "");
+  EXPECT_EQ(store->get("empty"), std::vector<uint8_t>{});
+
+  EXPECT_EQ(store->add("n", 5), 5);
+  EXPECT_EQ(store->add("n", -7), -2);
+  EXPECT_EQ(store->add("n", 0), -2);
+  EXPECT_EQ(store->getString("n"), "-2");  // counters are decimal text, as in torch
+  store->setString("m", "40");
+  EXPECT_EQ(store->add("m", 2), 42);
+
+  store->wait({"a", "n", "empty"});
+  store->wait({});
+  EXPECT_TRUE(store->check({"a", "n"}));
+  EXPECT_TRUE(store->check({}));
+  EXPECT_FALSE(store->check({"a", "missing"}));
+
+  std::vector<uint8_t> big(8 << 20);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 131 + 7);
+  store->set("big", big);
+  EXPECT_EQ(store->get("big"), big);
+}
+
+TEST(TcpStore, RefusedRequestsLeaveTheConnectionUsable) {
+  auto store = TcpStore::serve("127.0.0.1", 0, kLong);
+  store->setString("text", "not a number");
+  Error e = expectError([&] { store->add("text", 1); });
+  EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(std::string(e.what()).find("text"), std::string::npos) << e.what();
+
+  store->add("big", INT64_MAX);
+  EXPECT_EQ(expectError([&] { store->add("big", 1); }).code(), ErrorCode::kInvalidArgument);
+
+  std::string longKey(kStoreMaxKeyBytes + 1, 'k');
+  EXPECT_EQ(expectError([&] { store->setString(longKey, "v"); }).code(),
+            ErrorCode::kInvalidArgument);
+
+  EXPECT_EQ(store->add("text2", 3), 3);  // still connected
+}
+
+TEST(TcpStore, GetOfAMissingKeyTimesOutNamingKeyAndStore) {
+  auto store = TcpStore::serve("127.0.0.1", 0, kShort);
+  auto start = Clock::now();
+  Error e = expectError([&] { store->get("rank7/addr"); });
+  auto took = since(start);
+  EXPECT_EQ(e.code(), ErrorCode::kTimeout);
+  std::string what = e.what();
+  EXPECT_NE(what.find("rank7/addr"), std::string::npos) << what;
+  EXPECT_NE(what.find(store->address()), std::string::npos) << what;
+  EXPECT_GE(took, kShort - 20ms);
+  EXPECT_LT(took, kShort + 1500ms);
+
+  start = Clock::now();
+  e = expectError([&] { store->wait({"present", "absent"}); });
+  EXPECT_EQ(e.code(), ErrorCode::kTimeout);
+  EXPECT_NE(std::string(e.what()).find("absent"), std::string::npos) << e.what();
+  EXPECT_LT(since(start), kShort + 1500ms);
+
+  // The timed-out exchange dropped its connection; the next call reconnects.
+  store->setString("later", "ok");
+  EXPECT_EQ(store->getString("later"), "ok");
+}
+
+TEST(TcpStore, SetTimeoutChangesTheBound) {
+  auto store = TcpStore::serve("127.0.0.1", 0, kLong);
+  store->setTimeout(100ms);
+  EXPECT_EQ(store->timeout(), 100ms);
+  auto start = Clock::now();
+  EXPECT_EQ(expectError([&] { store->get("missing"); }).code(), ErrorCode::kTimeout);
+  EXPECT_LT(since(start), 1500ms);
+}
+
+TEST(TcpStore, SecondClientSeesTheFirstsWrites) {
+  auto server = TcpStore::serve("127.0.0.1", 0, kLong);
+  auto client = TcpStore::connect("127.0.0.1", server->port(), kLong);
+  EXPECT_FALSE(client->serving());
+  EXPECT_EQ(client->port(), server->port());
+  server->setString("from-server", "1");
+  EXPECT_EQ(client->getString("from-server"), "1");
+  client->setString("from-client", "2");
+  EXPECT_EQ(server->getString("from-client"), "2");
+  EXPECT_EQ(client->add("c", 1), 1);
+  EXPECT_EQ(server->add("c", 1), 2);
+}
+
+TEST(TcpStore, BlockingGetAndWaitAreAnsweredByALaterSet) {
+  auto server = TcpStore::serve("127.0.0.1", 0, kLong);
+  auto setter = TcpStore::connect("127.0.0.1", server->port(), kLong);
+  std::vector<std::thread> waiters;
+  std::atomic<int> done{0};
+  for (int i = 0; i < 4; ++i) {
+    waiters.emplace_back([&, i] {
+      auto client = TcpStore::connect("127.0.0.1", server->port(), kLong);
+      if (i % 2 == 0) {
+        EXPECT_EQ(client->getString("late"), "value");
+      } else {
+        client->wait({"late", "later"});
+      }
+      ++done;
+    });
+  }
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(done.load(), 0);
+  setter->setString("late", "value");
+  std::this_thread::sleep_for(50ms);
+  setter->add("later", 1);
+  for (auto& t : waiters) t.join();
+  EXPECT_EQ(done.load(), 4);
+}
+
+TEST(TcpStore, AddFromThreadsSums) {
+  auto server = TcpStore::serve("127.0.0.1", 0, kLong);
+  constexpr int kThreads = 4;
+  constexpr int kAdds = 200;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      // Half share the server's client (its mutex), half have their own connection.
+      std::shared_ptr<TcpStore> own;
+      Store* store = server.get();
+      if (t % 2 == 1) {
+        own = TcpStore::connect("127.0.0.1", server->port(), kLong);
+        store = own.get();
+      }
+      for (int i = 0; i < kAdds; ++i) store->add("sum", t + 1);
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(server->add("sum", 0), kAdds * (1 + 2 + 3 + 4));
+}
+
+TEST(TcpStore, AddFromForkedProcessesSums) {
+  auto server = TcpStore::serve("127.0.0.1", 0, kLong);
+  constexpr int kProcs = 4;
+  constexpr int kAdds = 100;
+  std::vector<pid_t> pids;
+  for (int p = 0; p < kProcs; ++p) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      // The child must not touch the parent's store (its server thread is not here)
+      // and must not run destructors or gtest: _exit with a verdict.
+      int rc = 0;
+      try {
+        auto client = TcpStore::connect("127.0.0.1", server->port(), kLong);
+        for (int i = 0; i < kAdds; ++i) client->add("procs", p + 1);
+        client->setString("done" + std::to_string(p), "1");
+      } catch (...) {
+        rc = 1;
+      }
+      ::_exit(rc);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<std::string> keys;
+  for (int p = 0; p < kProcs; ++p) keys.push_back("done" + std::to_string(p));
+  bool finished = true;
+  try {
+    server->wait(keys);
+  } catch (const Error& e) {
+    ADD_FAILURE() << e.what();
+    finished = false;
+  }
+  for (pid_t pid : pids) {
+    if (!finished) ::kill(pid, SIGKILL);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  EXPECT_EQ(server->add("procs", 0), kAdds * (1 + 2 + 3 + 4));
+}
+
+// ---- Reaching and serving ---------------------------------------------------------------
+
+TEST(TcpStore, ConnectWhereNothingListensTimesOutNamingTheAddress) {
+  uint16_t port;
+  {
+    Fd probe = listenOn(SocketAddress::resolve("127.0.0.1", 0));
+    port = SocketAddress::ofSocket(probe.get()).port();
+  }  // closed: nothing listens there now
+  auto start = Clock::now();
+  Error e = expectError([&] { TcpStore::connect("127.0.0.1", port, 300ms); });
+  EXPECT_EQ(e.code(), ErrorCode::kTimeout);
+  std::string what = e.what();
+  EXPECT_NE(what.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << what;
+  EXPECT_NE(what.find("MASTER_ADDR"), std::string::npos) << what;
+  EXPECT_LT(since(start), 3s);
+}
+
+TEST(TcpStore, ConnectBeforeTheServerListensSucceeds) {
+  uint16_t port;
+  {
+    Fd probe = listenOn(SocketAddress::resolve("127.0.0.1", 0));
+    port = SocketAddress::ofSocket(probe.get()).port();
+  }
+  std::shared_ptr<TcpStore> server;
+  std::thread late([&] {
+    std::this_thread::sleep_for(100ms);
+    server = TcpStore::serve("127.0.0.1", port, kLong);
+  });
+  auto client = TcpStore::connect("127.0.0.1", port, kLong);  // retries until then
+  late.join();
+  client->setString("k", "v");
+  EXPECT_EQ(server->getString("k"), "v");
+}
+
+TEST(TcpStore, ServeOnATakenPortFailsNamingThePort) {
+  auto first = TcpStore::serve("127.0.0.1", 0, kLong);
+  Error e = expectError([&] { TcpStore::serve("127.0.0.1", first->port(), kLong); });
+  std::string what = e.what();
+  EXPECT_NE(what.find(std::to_string(first->port())), std::string::npos) << what;
+  EXPECT_NE(what.find("already in use"), std::string::npos) << what;
+  first->setString("still", "serving");
+  EXPECT_EQ(first->getString("still"), "serving");
+}
+
+TEST(TcpStore, ServeOnAListeningSocket) {
+  Fd listening = listenOn(SocketAddress::resolve("0.0.0.0", 0));
+  uint16_t port = SocketAddress::ofSocket(listening.get()).port();
+  auto server = TcpStore::serveOn(std::move(listening), kLong);
+  EXPECT_EQ(server->port(), port);
+  auto client = TcpStore::connect("127.0.0.1", port, kLong);
+  client->setString("k", "v");
+  EXPECT_EQ(server->getString("k"), "v");
+
+  Fd notListening(::socket(AF_INET, SOCK_STREAM, 0));
+  EXPECT_EQ(expectError([&] { TcpStore::serveOn(std::move(notListening), kLong); }).code(),
+            ErrorCode::kInvalidArgument);
+}
+
+TEST(TcpStore, ServesOverIpv6Loopback) {
+  std::shared_ptr<TcpStore> server;
+  try {
+    server = TcpStore::serve("::1", 0, kLong);
+  } catch (const Error& e) {
+    GTEST_SKIP() << "no IPv6 loopback here: " << e.what();
+  }
+  auto client = TcpStore::connect("::1", server->port(), kLong);
+  EXPECT_EQ(client->address(), "[::1]:" + std::to_string(server->port()));
+  client->setString("k", "v6");
+  EXPECT_EQ(server->getString("k"), "v6");
+}
+
+// ---- Hostile and broken clients --------------------------------------------------------
+
+TEST(TcpStore, GarbageClosesOnlyThatConnection) {
+  auto server = TcpStore::serve("127.0.0.1", 0, kLong);
+  auto client = TcpStore::connect("127.0.0.1", server->port(), kLong);
+  client->setString("before", "1");
+
+  {  // not a gyre client at all
+    Fd raw = rawConnect(server->port());
+    sendAll(raw.get(), bytes("GET / HTTP/1.1\r\n\r\n"));
+    EXPECT_TRUE(readUntilClosed(raw.get()).empty());
+  }
+  {  // a good hello, then bytes that are no request
+    Fd raw = rawConnect(server->port());
+    std::vector<uint8_t> msg = encodeStoreHello();
+    std::vector<uint8_t> junk = {9, 0, 0, 0, 0xEE, 1, 2, 3, 4};  // unknown command 0xEE
+    msg.insert(msg.end(), junk.begin(), junk.end());
+    sendAll(raw.get(), msg);
+    EXPECT_EQ(readUntilClosed(raw.get()), encodeStoreHello());  // its hello, then close
+  }
+  {  // a declared length far over the limit: refused before any body arrives
+    Fd raw = rawConnect(server->port());
+    std::vector<uint8_t> msg = encodeStoreHello();
+    std::vector<uint8_t> huge = {0xFF, 0xFF, 0xFF, 0xFF, 1};
+    msg.insert(msg.end(), huge.begin(), huge.end());
+    sendAll(raw.get(), msg);
+    EXPECT_EQ(readUntilClosed(raw.get()), encodeStoreHello());
+  }
+  {  // a value length over the limit inside a message of allowed size
+    Fd raw = rawConnect(server->port());
+    std::vector<uint8_t> msg = encodeStoreHello();
+    std::vector<uint8_t> set = {18,  0,    0,    0,    1,    1, 0, 0, 0,
+                                'k', 0xFF, 0xFF, 0xFF, 0x7F, 0, 0, 0, 0};
+    msg.insert(msg.end(), set.begin(), set.end());
+    sendAll(raw.get(), msg);
+    EXPECT_EQ(readUntilClosed(raw.get()), encodeStoreHello());
+  }
+  {  // a client of another protocol version gets the store's hello, then is closed
+    Fd raw = rawConnect(server->port());
+    sendAll(raw.get(), encodeStoreHello(kStoreProtocolVersion + 1));
+    EXPECT_EQ(readUntilClosed(raw.get()), encodeStoreHello());
+  }
+  {  // a client that leaves in the middle of a held get
+    Fd raw = rawConnect(server->port());
+    std::vector<uint8_t> msg = encodeStoreHello();
+    StoreRequest get;
+    get.command = StoreCommand::kGet;
+    get.keys = {"never"};
+    std::vector<uint8_t> req = encodeStoreRequest(get);
+    msg.insert(msg.end(), req.begin(), req.end());
+    sendAll(raw.get(), msg);
+  }
+  EXPECT_EQ(client->getString("before"), "1");
+  client->setString("never", "now");  // wakes no one: the waiter above is gone
+  auto third = TcpStore::connect("127.0.0.1", server->port(), kLong);
+  EXPECT_EQ(third->getString("never"), "now");
+}
+
+TEST(TcpStore, ConnectingToSomethingElseFailsClearly) {
+  Fd listening = listenOn(SocketAddress::resolve("127.0.0.1", 0));
+  uint16_t port = SocketAddress::ofSocket(listening.get()).port();
+  std::thread impostor([&] {
+    Fd conn = acceptUntil(listening.get(), Clock::now() + kLong);
+    std::vector<uint8_t> answer = bytes("HTTP/1.1 400 Bad Request\r\n\r\n");
+    sendAll(conn.get(), answer);
+    std::this_thread::sleep_for(100ms);
+  });
+  Error e = expectError([&] { TcpStore::connect("127.0.0.1", port, kLong); });
+  impostor.join();
+  std::string what = e.what();
+  EXPECT_NE(what.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << what;
+  EXPECT_NE(what.find("magic"), std::string::npos) << what;
+}
+
+TEST(TcpStore, DestroyingTheServerFailsAWaitingClientPromptly) {
+  auto server = TcpStore::serve("127.0.0.1", 0, 30s);
+  auto client = TcpStore::connect("127.0.0.1", server->port(), 30s);
+  std::atomic<bool> failed{false};
+  Clock::time_point failedAt;
+  std::thread waiter([&] {
+    Error e = expectError([&] { client->get("never"); });
+    failedAt = Clock::now();
+    EXPECT_EQ(e.code(), ErrorCode::kRemoteError) << e.what();
+    EXPECT_NE(std::string(e.what()).find("never"), std::string::npos) << e.what();
+    failed = true;
+  });
+  std::this_thread::sleep_for(100ms);
+  auto start = Clock::now();
+  server.reset();
+  EXPECT_LT(since(start), 2s);  // the destructor does not wait for clients
+  waiter.join();
+  EXPECT_TRUE(failed.load());
+  EXPECT_LT(failedAt - start, 2s);
+
+  // Later calls fail at once rather than waiting out the timeout.
+  start = Clock::now();
+  EXPECT_EQ(expectError([&] { client->setString("k", "v"); }).code(), ErrorCode::kRemoteError);
+  EXPECT_LT(since(start), 1s);
+}
+
+// ---- PrefixStore -------------------------------------------------------------------------
+
+TEST(PrefixStore, KeepsKeysApart) {
+  auto inner = TcpStore::serve("127.0.0.1", 0, kLong);
+  PrefixStore a("comm0", inner);
+  PrefixStore b("comm1", inner);
+  a.setString("addr", "A");
+  b.setString("addr", "B");
+  EXPECT_EQ(a.getString("addr"), "A");
+  EXPECT_EQ(b.getString("addr"), "B");
+  EXPECT_EQ(inner->getString("comm0/addr"), "A");
+
+  EXPECT_EQ(a.add("count", 1), 1);
+  EXPECT_EQ(b.add("count", 5), 5);
+  EXPECT_EQ(a.add("count", 1), 2);
+
+  a.setString("only-a", "x");
+  EXPECT_TRUE(a.check({"only-a", "addr"}));
+  EXPECT_FALSE(b.check({"only-a"}));
+  a.wait({"only-a", "count"});
+
+  // Nested prefixes compose, and the bound is the inner store's.
+  PrefixStore nested("sub", std::make_shared<PrefixStore>("comm0", inner));
+  nested.setString("k", "v");
+  EXPECT_EQ(inner->getString("comm0/sub/k"), "v");
+  nested.setTimeout(kShort);
+  EXPECT_EQ(inner->timeout(), kShort);
+  EXPECT_EQ(expectError([&] { b.get("only-a"); }).code(), ErrorCode::kTimeout);
+}
+
+// ---- The wire parsers ----------------------------------------------------------------------
+
+StoreRequest roundTrip(const StoreRequest& in) {
+  std::vector<uint8_t> wire = encodeStoreRequest(in);
+  size_t consumed = 0;
+  std::string error;
+  // Every proper prefix is incomplete, never an error.
+  for (size_t n = 0; n < wire.size(); ++n) {
+    EXPECT_FALSE(parseStoreRequest(std::span(wire.data(), n), &consumed, &error));
+    EXPECT_EQ(error, "") << "prefix of " << n << " bytes";
+  }
+  wire.push_back(0xAB);  // the start of the next message is left alone
+  auto out = parseStoreRequest(wire, &consumed, &error);
+  EXPECT_TRUE(out) << error;
+  EXPECT_EQ(consumed, wire.size() - 1);
+  return out.value_or(StoreRequest{});
+}
+
+TEST(StoreProtocol, RequestsRoundTrip) {
+  StoreRequest set;
+  set.command = StoreCommand::kSet;
+  set.keys = {"key"};
+  set.value = bytes("value\0with\xff bytes"s);
+  StoreRequest out = roundTrip(set);
+  EXPECT_EQ(out.command, StoreCommand::kSet);
+  EXPECT_EQ(out.keys, set.keys);
+  EXPECT_EQ(out.value, set.value);
+
+  StoreRequest add;
+  add.command = StoreCommand::kAdd;
+  add.keys = {"n"};
+  add.delta = -1234567890123;
+  EXPECT_EQ(roundTrip(add).delta, add.delta);
+
+  StoreRequest wait;
+  wait.command = StoreCommand::kWait;
+  wait.keys = {"a", "", "ccc"};
+  EXPECT_EQ(roundTrip(wait).keys, wait.keys);
+}
+
+TEST(StoreProtocol, RepliesRoundTrip) {
+  for (StoreReplyType type : {StoreReplyType::kOk, StoreReplyType::kValue, StoreReplyType::kInteger,
+                              StoreReplyType::kBool, StoreReplyType::kError}) {
+    StoreReply in;
+    in.type = type;
+    in.value = bytes("v");
+    in.integer = INT64_MIN;
+    in.flag = true;
+    in.message = "why";
+    std::vector<uint8_t> wire = encodeStoreReply(in);
+    size_t consumed = 0;
+    std::string error;
+    auto out = parseStoreReply(wire, &consumed, &error);
+    ASSERT_TRUE(out) << error;
+    EXPECT_EQ(consumed, wire.size());
+    EXPECT_EQ(out->type, type);
+    EXPECT_EQ(out->value, type == StoreReplyType::kValue ? in.value : std::vector<uint8_t>{});
+    EXPECT_EQ(out->integer, type == StoreReplyType::kInteger ? INT64_MIN : 0);
+    EXPECT_EQ(out->flag, type == StoreReplyType::kBool);
+    EXPECT_EQ(out->message, type == StoreReplyType::kError ? "why" : "");
+  }
+}
+
+TEST(StoreProtocol, MalformedMessagesAreErrors) {
+  auto requestError = [](std::vector<uint8_t> wire) {
+    size_t consumed = 0;
+    std::string error;
+    EXPECT_FALSE(parseStoreRequest(wire, &consumed, &error));
+    EXPECT_EQ(consumed, 0u);
+    return error;
+  };
+  // Oversized and undersized declared lengths are caught from the 4 length bytes alone.
+  EXPECT_NE(requestError({0xFF, 0xFF, 0xFF, 0xFF}), "");
+  EXPECT_NE(requestError({4, 0, 0, 0}), "");
+  EXPECT_NE(requestError({5, 0, 0, 0, 0x77}), "");                       // unknown command
+  EXPECT_NE(requestError({9, 0, 0, 0, 2, 9, 0, 0, 0}), "");              // key past the end
+  EXPECT_NE(requestError({10, 0, 0, 0, 2, 0, 0, 0, 0, 'x'}), "");        // trailing byte
+  EXPECT_NE(requestError({10, 0, 0, 0, 2, 1, 0x10, 0, 0, 'x'}), "");     // key over 4 KiB
+  EXPECT_NE(requestError({9, 0, 0, 0, 4, 0xFF, 0xFF, 0xFF, 0xFF}), "");  // too many keys
+  EXPECT_NE(requestError({8, 0, 0, 0, 3, 0, 0, 0}), "");                 // add without delta
+
+  size_t consumed = 0;
+  std::string error;
+  std::vector<uint8_t> reply = {6, 0, 0, 0, 4, 2};  // a bool that is 2
+  EXPECT_FALSE(parseStoreReply(reply, &consumed, &error));
+  EXPECT_NE(error, "");
+
+  EXPECT_FALSE(parseStoreHello(bytes("GY"), &consumed, &error));
+  EXPECT_EQ(error, "");  // a prefix of the magic: wait for more
+  EXPECT_FALSE(parseStoreHello(bytes("GE"), &consumed, &error));
+  EXPECT_NE(error, "");  // turned away at the second byte
+  EXPECT_EQ(parseStoreHello(encodeStoreHello(7), &consumed, &error), 7u);
+}
+
+TEST(StoreProtocol, EncodersRefuseWhatParsersWouldRefuse) {
+  StoreRequest set;
+  set.command = StoreCommand::kSet;
+  set.keys = {std::string(kStoreMaxKeyBytes + 1, 'k')};
+  EXPECT_EQ(expectError([&] { encodeStoreRequest(set); }).code(), ErrorCode::kInvalidArgument);
+  set.keys = {std::string(kStoreMaxKeyBytes, 'k')};
+  set.value.resize(kStoreMaxValueBytes + 1);
+  EXPECT_EQ(expectError([&] { encodeStoreRequest(set); }).code(), ErrorCode::kInvalidArgument);
+  set.value.resize(kStoreMaxValueBytes);  // the largest message is exactly at the limit
+  std::vector<uint8_t> wire = encodeStoreRequest(set);
+  EXPECT_EQ(wire.size(), kStoreMaxMessageBytes);
+  size_t consumed = 0;
+  std::string error;
+  EXPECT_TRUE(parseStoreRequest(wire, &consumed, &error)) << error;
+}
+
+}  // namespace
+}  // namespace gyre

@@ -1,0 +1,87 @@
+// gyrerun: starts the local ranks of a gyre job, torchrun-style (see launcherUsage()).
+//
+// Parses the command line, picks MASTER_ADDR/MASTER_PORT, routes SIGCHLD, SIGINT,
+// SIGTERM and SIGHUP into a self-pipe, and hands over to RankSupervisor, whose return
+// value is the exit status. It uses nothing from the gyre library, so it builds and
+// works while the library does not.
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "tools/launcher_options.h"
+#include "tools/rank_process.h"
+#include "tools/rank_supervisor.h"
+
+namespace {
+
+int gSignalPipeWrite = -1;
+
+// Async-signal-safe: one byte per signal into a non-blocking pipe; if the pipe is full
+// the byte is dropped, which is fine because the supervisor re-checks its children on
+// every wake-up and a full pipe already guarantees one.
+void onSignal(int signo) {
+  int saved = errno;
+  unsigned char byte = static_cast<unsigned char>(signo);
+  ssize_t ignored = ::write(gSignalPipeWrite, &byte, 1);
+  (void)ignored;
+  errno = saved;
+}
+
+// Returns the read end of the self-pipe, or -1.
+int installSignalHandlers() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
+  gSignalPipeWrite = fds[1];
+  struct sigaction sa {};
+  sa.sa_handler = onSignal;
+  sigemptyset(&sa.sa_mask);
+  // SA_RESTART keeps stray EINTRs out of plain writes; poll() still wakes (it is never
+  // restarted), and SA_NOCLDSTOP ignores ranks merely stopped (SIGSTOP, a debugger).
+  sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  for (int signo : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) ::sigaction(signo, &sa, nullptr);
+  // A closed stdout must not kill the launcher while ranks still run.
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  ::sigaction(SIGPIPE, &ignore, nullptr);
+  return fds[0];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace gyre::tools;
+  ParseResult parsed = parseLaunchOptions(argc, argv);
+  if (parsed.helpRequested) {
+    std::fputs(launcherUsage(), stdout);
+    return 0;
+  }
+  if (!parsed.error.empty()) {
+    std::fprintf(stderr, "gyrerun: %s\n\n%s", parsed.error.c_str(), launcherUsage());
+    return 2;
+  }
+  const LaunchOptions& options = parsed.options;
+
+  RankEnvironment env;
+  env.masterAddr = options.masterAddr.empty() ? "127.0.0.1" : options.masterAddr;
+  std::string error;
+  env.masterPort = resolveMasterPort(options, error);
+  if (env.masterPort < 0) {
+    reportLine(error);
+    return 1;
+  }
+
+  int signalFd = installSignalHandlers();
+  if (signalFd < 0) {
+    reportLine(std::string("cannot create the signal pipe: ") + std::strerror(errno));
+    return 1;
+  }
+  // Anything buffered now would be copied into every forked child.
+  std::fflush(nullptr);
+  RankSupervisor supervisor(options, env, signalFd);
+  return supervisor.run();
+}

@@ -1,0 +1,222 @@
+#include "tools/launcher_options.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+
+namespace gyre::tools {
+namespace {
+
+constexpr int kTorchDefaultPort = 29500;
+// A job bigger than this is a typo; the bound also keeps RANK arithmetic far from overflow.
+constexpr int kMaxProcsPerNode = 4096;
+constexpr int kMaxNodes = 1 << 16;
+// Keeps the grace period far from overflowing a clock duration.
+constexpr double kMaxGraceSeconds = 1e6;
+
+const char kUsage[] =
+    R"(usage: gyrerun --nproc-per-node N [options] program [args...]
+
+Starts N local ranks of `program` (torchrun-style) with RANK, WORLD_SIZE, LOCAL_RANK,
+LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, MASTER_ADDR and MASTER_PORT set.
+
+options (--opt VALUE or --opt=VALUE):
+  -n, --nproc-per-node N  ranks on this node (required)
+  --nnodes M              number of nodes (default 1)
+  --node-rank R           this node's index, 0..M-1 (default 0); RANK = R*N + local rank
+  --master-addr A         address of rank 0's bootstrap store (default 127.0.0.1)
+  --master-port P         its port (default: 29500 with several nodes, else a free port)
+  --grace SECONDS         after a rank fails, how long the others may run on to report
+                          their own errors before SIGTERM, then SIGKILL 1 s later
+                          (default 3)
+  --prefix MODE           label output lines with "[rank R] ": stderr (default; stdout
+                          passes through unchanged so tables stay parseable), all, none
+  --no-prefix             same as --prefix none
+  -h, --help              this text
+
+Exit status: 0 when every rank exited 0; 1 when a rank failed (exit code != 0 or a
+signal; the first failure is named on stderr); 2 for a wrong command line; 128+S when
+gyrerun itself got signal S (forwarded to the ranks first).
+)";
+
+std::optional<long> parseInt(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  long value = std::strtol(text.c_str(), &end, 10);
+  if (errno != 0 || *end != '\0') return std::nullopt;
+  return value;
+}
+
+std::optional<double> parseSeconds(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  double value = std::strtod(text.c_str(), &end);
+  if (errno != 0 || *end != '\0' || !std::isfinite(value) || value < 0 ||
+      value > kMaxGraceSeconds) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+// Applies one option that takes a value; returns an error message or "".
+std::string applyValue(const std::string& name, const std::string& value, LaunchOptions& o) {
+  auto intIn = [&](int lo, int hi, int& out) -> std::string {
+    std::optional<long> v = parseInt(value);
+    if (!v || *v < lo || *v > hi) {
+      return "--" + name + " wants an integer in [" + std::to_string(lo) + ", " +
+             std::to_string(hi) + "], got '" + value + "'";
+    }
+    out = static_cast<int>(*v);
+    return "";
+  };
+  if (name == "nproc-per-node") return intIn(1, kMaxProcsPerNode, o.nprocPerNode);
+  if (name == "nnodes") return intIn(1, kMaxNodes, o.nnodes);
+  if (name == "node-rank") return intIn(0, kMaxNodes - 1, o.nodeRank);
+  if (name == "master-port") return intIn(1, 65535, o.masterPort);
+  if (name == "master-addr") {
+    if (value.empty()) return "--master-addr wants an address";
+    o.masterAddr = value;
+    return "";
+  }
+  if (name == "grace") {
+    std::optional<double> v = parseSeconds(value);
+    if (!v) return "--grace wants a number of seconds in [0, 1e6], got '" + value + "'";
+    o.graceSeconds = *v;
+    return "";
+  }
+  if (name == "prefix") {
+    if (value == "stderr") {
+      o.prefix = PrefixMode::kStderr;
+    } else if (value == "all") {
+      o.prefix = PrefixMode::kAll;
+    } else if (value == "none") {
+      o.prefix = PrefixMode::kNone;
+    } else {
+      return "--prefix wants stderr, all or none, got '" + value + "'";
+    }
+    return "";
+  }
+  return "unknown option --" + name;
+}
+
+bool takesValue(const std::string& name) {
+  static const char* const kNames[] = {"nproc-per-node", "nnodes", "node-rank", "master-addr",
+                                       "master-port",    "grace",  "prefix"};
+  return std::any_of(std::begin(kNames), std::end(kNames),
+                     [&](const char* n) { return name == n; });
+}
+
+}  // namespace
+
+ParseResult parseLaunchOptions(int argc, const char* const* argv) {
+  ParseResult result;
+  LaunchOptions& o = result.options;
+  int i = 1;
+  for (; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (arg == "-h" || arg == "--help") {
+      result.helpRequested = true;
+      return result;
+    }
+    std::string name, value;
+    bool hasValue = false;
+    if (arg.rfind("--", 0) == 0) {
+      name = arg.substr(2);
+      size_t eq = name.find('=');
+      if (eq != std::string::npos) {
+        value = name.substr(eq + 1);
+        name.resize(eq);
+        hasValue = true;
+      }
+      std::replace(name.begin(), name.end(), '_', '-');
+    } else if (arg.rfind("-n", 0) == 0) {
+      name = "nproc-per-node";
+      if (arg.size() > 2) {
+        value = arg.substr(arg[2] == '=' ? 3 : 2);
+        hasValue = true;
+      }
+    } else if (arg.size() > 1 && arg[0] == '-') {
+      result.error = "unknown option " + arg;
+      return result;
+    } else {
+      break;  // the program
+    }
+    if (name == "no-prefix" && !hasValue) {
+      o.prefix = PrefixMode::kNone;
+      continue;
+    }
+    if (!takesValue(name)) {
+      result.error = "unknown option " + arg;
+      return result;
+    }
+    if (!hasValue) {
+      if (i + 1 >= argc) {
+        result.error = "option " + arg + " wants a value";
+        return result;
+      }
+      value = argv[++i];
+    }
+    result.error = applyValue(name, value, o);
+    if (!result.error.empty()) return result;
+  }
+  for (; i < argc; ++i) o.command.emplace_back(argv[i]);
+
+  if (o.nprocPerNode == 0) {
+    result.error = "--nproc-per-node is required";
+  } else if (o.nodeRank >= o.nnodes) {
+    result.error = "--node-rank " + std::to_string(o.nodeRank) + " is not below --nnodes " +
+                   std::to_string(o.nnodes);
+  } else if (static_cast<long>(o.nnodes) * o.nprocPerNode > (1L << 24)) {
+    result.error = "world size nnodes*nproc-per-node is too large";
+  } else if (o.command.empty()) {
+    result.error = "no program given";
+  }
+  return result;
+}
+
+const char* launcherUsage() { return kUsage; }
+
+int resolveMasterPort(const LaunchOptions& options, std::string& error) {
+  if (options.masterPort > 0) return options.masterPort;
+  // Several nodes cannot agree on a port picked locally, so they use torchrun's default.
+  if (options.nnodes > 1) return kTorchDefaultPort;
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    error = std::string("socket: ") + std::strerror(errno);
+    return -1;
+  }
+  // Any address rather than 127.0.0.1: the port must also be free where a --master-addr
+  // other than loopback points. Between close() and rank 0's bind another process could
+  // take it, but the kernel picks such ports at random over the ephemeral range (about
+  // 28k ports), so back-to-back and concurrent jobs almost never get the same one.
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  int port = -1;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    error = std::string("cannot find a free port: ") + std::strerror(errno);
+  } else {
+    port = ntohs(addr.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+}  // namespace gyre::tools

@@ -1,0 +1,57 @@
+// LaunchOptions: gyrerun's command line, parsed (torchrun's flags and defaults).
+//
+// Contract: parseLaunchOptions() reads argv without side effects and returns either the
+// options or an error message for the user (or help requested). Options may be given as
+// `--opt value` or `--opt=value`, with `-` or `_` inside names (torchrun accepts both);
+// `-n N` (or `-nN`) is --nproc-per-node. The first word that is not an option ends the
+// options: it is the program and the rest are its arguments, untouched (so the
+// program's own `-n` is never taken for ours). `--` also ends the options.
+// resolveMasterPort() is the only function here that touches the OS (it binds a socket).
+// Plain data; no threads.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace gyre::tools {
+
+// How children's output lines are labelled on gyrerun's own stdout/stderr.
+enum class PrefixMode {
+  kStderr,  // default: "[rank R] " on stderr only; stdout passes through unchanged, so
+            // table parsers (the peer harness, nccl-tests scripts) read it as is
+  kAll,     // stdout lines too
+  kNone,    // neither
+};
+
+struct LaunchOptions {
+  int nprocPerNode = 0;       // required, >= 1
+  int nnodes = 1;             // >= 1
+  int nodeRank = 0;           // 0 <= nodeRank < nnodes
+  std::string masterAddr;     // empty: 127.0.0.1
+  int masterPort = -1;        // -1: not given (see resolveMasterPort)
+  double graceSeconds = 3.0;  // after a rank fails, before SIGTERM to the others
+  PrefixMode prefix = PrefixMode::kStderr;
+  std::vector<std::string> command;  // program and its arguments; non-empty when parsed
+
+  int worldSize() const { return nnodes * nprocPerNode; }
+  int globalRank(int localRank) const { return nodeRank * nprocPerNode + localRank; }
+};
+
+struct ParseResult {
+  LaunchOptions options;
+  bool helpRequested = false;
+  std::string error;  // non-empty: the command line is wrong; print it with the usage
+};
+
+ParseResult parseLaunchOptions(int argc, const char* const* argv);
+
+const char* launcherUsage();
+
+// The port for MASTER_PORT: the given one; 29500 (torchrun's default) when several nodes
+// must agree on it without being told; on a single node a port the kernel reports free
+// (bind port 0, read it back, close), so that back-to-back and concurrent jobs on one
+// machine do not collide on a fixed port. Returns -1 and sets `error` if no port can be
+// found.
+int resolveMasterPort(const LaunchOptions& options, std::string& error);
+
+}  // namespace gyre::tools

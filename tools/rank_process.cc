@@ -1,0 +1,170 @@
+#include "tools/rank_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+extern char** environ;
+
+namespace gyre::tools {
+namespace {
+
+// The variables gyrerun sets; inherited ones of the same name are dropped, so a nested
+// launch (a gyrerun inside a job that already has RANK) gets consistent values.
+std::vector<std::string> rankVariables(const LaunchOptions& o, const RankEnvironment& env,
+                                       int localRank) {
+  return {
+      "RANK=" + std::to_string(o.globalRank(localRank)),
+      "WORLD_SIZE=" + std::to_string(o.worldSize()),
+      "LOCAL_RANK=" + std::to_string(localRank),
+      "LOCAL_WORLD_SIZE=" + std::to_string(o.nprocPerNode),
+      "GROUP_RANK=" + std::to_string(o.nodeRank),
+      "GROUP_WORLD_SIZE=" + std::to_string(o.nnodes),
+      "MASTER_ADDR=" + env.masterAddr,
+      "MASTER_PORT=" + std::to_string(env.masterPort),
+  };
+}
+
+std::vector<std::string> childEnvironment(const LaunchOptions& o, const RankEnvironment& env,
+                                          int localRank) {
+  std::vector<std::string> vars = rankVariables(o, env, localRank);
+  std::vector<std::string> result;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry = *e;
+    std::string name = entry.substr(0, entry.find('='));
+    bool replaced = false;
+    for (const std::string& v : vars) replaced |= v.compare(0, name.size() + 1, name + "=") == 0;
+    if (!replaced) result.push_back(std::move(entry));
+  }
+  result.insert(result.end(), vars.begin(), vars.end());
+  return result;
+}
+
+std::vector<char*> pointers(std::vector<std::string>& strings) {
+  std::vector<char*> p;
+  for (std::string& s : strings) p.push_back(s.data());
+  p.push_back(nullptr);
+  return p;
+}
+
+void writeString(int fd, const char* s) {
+  ssize_t ignored = ::write(fd, s, std::strlen(s));
+  (void)ignored;
+}
+
+// Runs in the forked child: only async-signal-safe calls until exec, since the parent's
+// state (malloc locks) is whatever it was at fork.
+[[noreturn]] void execChild(int outFd, int errFd, pid_t parent, char** argv, char** envp) {
+  if (::dup2(outFd, STDOUT_FILENO) < 0 || ::dup2(errFd, STDERR_FILENO) < 0) ::_exit(127);
+#ifdef __linux__
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(127);  // gyrerun died before prctl took effect
+#else
+  (void)parent;
+#endif
+  // Signals are blocked across fork (see startRank). gyrerun's handlers would write into
+  // its self-pipe, which this process still shares until exec, so drop them before
+  // unblocking; exec keeps ignored signals and the mask, so give the program the
+  // defaults a shell would (SIGPIPE is ignored in gyrerun).
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int signo : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGPIPE}) ::sigaction(signo, &dfl, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+
+  ::execvpe(argv[0], argv, envp);
+  int err = errno;
+  writeString(STDERR_FILENO, "gyrerun: cannot execute '");
+  writeString(STDERR_FILENO, argv[0]);
+  writeString(STDERR_FILENO, "': ");
+  writeString(STDERR_FILENO, ::strerrordesc_np(err));
+  writeString(STDERR_FILENO, "\n");
+  ::_exit(127);
+}
+
+}  // namespace
+
+std::unique_ptr<RankProcess> startRank(const LaunchOptions& options, const RankEnvironment& env,
+                                       int localRank, OutputSink* out, OutputSink* err,
+                                       std::string& error) {
+  std::vector<std::string> args = options.command;
+  std::vector<std::string> vars = childEnvironment(options, env, localRank);
+  std::vector<char*> argv = pointers(args);
+  std::vector<char*> envp = pointers(vars);
+
+  int outPipe[2], errPipe[2];
+  if (::pipe2(outPipe, O_CLOEXEC) != 0) {
+    error = std::string("pipe: ") + std::strerror(errno);
+    return nullptr;
+  }
+  if (::pipe2(errPipe, O_CLOEXEC) != 0) {
+    error = std::string("pipe: ") + std::strerror(errno);
+    ::close(outPipe[0]);
+    ::close(outPipe[1]);
+    return nullptr;
+  }
+  // Block every signal across fork, so none reaches the child while it still runs
+  // gyrerun's handlers (as posix_spawn does); the child resets them, then unblocks.
+  sigset_t all, saved;
+  sigfillset(&all);
+  ::sigprocmask(SIG_SETMASK, &all, &saved);
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid == 0) execChild(outPipe[1], errPipe[1], parent, argv.data(), envp.data());
+  int forkErrno = errno;
+  ::sigprocmask(SIG_SETMASK, &saved, nullptr);
+  ::close(outPipe[1]);
+  ::close(errPipe[1]);
+  if (pid < 0) {
+    error = std::string("fork: ") + std::strerror(forkErrno);
+    ::close(outPipe[0]);
+    ::close(errPipe[0]);
+    return nullptr;
+  }
+  // Non-blocking reads let one poll loop serve every rank, and let drain() stop at
+  // "nothing more for now" instead of blocking on a pipe a grandchild keeps open.
+  ::fcntl(outPipe[0], F_SETFL, ::fcntl(outPipe[0], F_GETFL) | O_NONBLOCK);
+  ::fcntl(errPipe[0], F_SETFL, ::fcntl(errPipe[0], F_GETFL) | O_NONBLOCK);
+
+  auto rank = std::make_unique<RankProcess>();
+  rank->rank = options.globalRank(localRank);
+  rank->localRank = localRank;
+  rank->pid = pid;
+  rank->running = true;
+  std::string prefix = "[rank " + std::to_string(rank->rank) + "] ";
+  bool prefixOut = options.prefix == PrefixMode::kAll;
+  bool prefixErr = options.prefix != PrefixMode::kNone;
+  rank->out = std::make_unique<LineRelay>(outPipe[0], out, prefixOut ? prefix : "");
+  rank->err = std::make_unique<LineRelay>(errPipe[0], err, prefixErr ? prefix : "");
+  return rank;
+}
+
+std::string describeWaitStatus(int waitStatus) {
+  if (WIFEXITED(waitStatus)) return "exit code " + std::to_string(WEXITSTATUS(waitStatus));
+  if (WIFSIGNALED(waitStatus)) {
+    int sig = WTERMSIG(waitStatus);
+    std::string text = "signal " + signalName(sig) + " (" + std::to_string(sig) + ")";
+    if (WCOREDUMP(waitStatus)) text += ", core dumped";
+    return text;
+  }
+  return "wait status " + std::to_string(waitStatus);
+}
+
+bool exitedCleanly(int waitStatus) { return WIFEXITED(waitStatus) && WEXITSTATUS(waitStatus) == 0; }
+
+std::string signalName(int signo) {
+  const char* abbrev = ::sigabbrev_np(signo);
+  if (abbrev == nullptr) return "SIG" + std::to_string(signo);  // e.g. a real-time signal
+  return std::string("SIG") + abbrev;
+}
+
+}  // namespace gyre::tools

@@ -1,0 +1,54 @@
+// RankProcess: one local rank started by gyrerun (fork + execvp), with the pipes that
+// carry its stdout and stderr back to gyrerun.
+//
+// Contract: startRank() forks a child whose environment is gyrerun's plus the torchrun
+// variables of this rank (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
+// GROUP_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; any inherited values are replaced). The
+// child's stdout/stderr are pipes whose read ends the returned object's relays own; the
+// child gets SIGKILL if gyrerun dies without stopping it (PR_SET_PDEATHSIG), so a killed
+// launcher leaves no ranks behind. If exec fails the child says why on its stderr and
+// exits 127, as a shell does. gyrerun signals and reaps only these pids.
+// Single-threaded use (fork from a multi-threaded process would not be safe here).
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+
+#include "tools/launcher_options.h"
+#include "tools/line_relay.h"
+
+namespace gyre::tools {
+
+struct RankProcess {
+  int rank = -1;
+  int localRank = -1;
+  pid_t pid = -1;
+  bool running = false;
+  int waitStatus = 0;  // from waitpid, valid once !running
+  std::unique_ptr<LineRelay> out;
+  std::unique_ptr<LineRelay> err;
+};
+
+struct RankEnvironment {
+  std::string masterAddr;
+  int masterPort = 0;
+};
+
+// Starts local rank `localRank`, relaying its output to `out` and `err` (which must
+// outlive the RankProcess). Returns nullptr and sets `error` if a pipe or the fork fails
+// (nothing is left running then).
+std::unique_ptr<RankProcess> startRank(const LaunchOptions& options, const RankEnvironment& env,
+                                       int localRank, OutputSink* out, OutputSink* err,
+                                       std::string& error);
+
+// "exit code 3", "signal SIGKILL (9)", "signal SIGSEGV (11), core dumped".
+std::string describeWaitStatus(int waitStatus);
+
+bool exitedCleanly(int waitStatus);
+
+// "SIGTERM"; "SIG42" for one without a name.
+std::string signalName(int signo);
+
+}  // namespace gyre::tools

@@ -1,0 +1,249 @@
+#include "tools/rank_supervisor.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace gyre::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// After SIGTERM, how long a rank may clean up before SIGKILL (torchrun waits similarly).
+constexpr std::chrono::seconds kTermToKill{1};
+// After the last rank is reaped, how long to wait for its pipes to reach EOF: only a
+// grandchild that inherited them can keep them open, and it must not hold gyrerun.
+constexpr std::chrono::seconds kDrainAfterExit{1};
+// The longest poll() sleeps without an event: a safety net if a wake-up were lost, long
+// enough that an idle gyrerun costs nothing.
+constexpr std::chrono::milliseconds kMaxPollSleep{1000};
+
+Clock::duration graceDuration(double seconds) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+std::string formatSeconds(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", seconds);
+  return text;
+}
+
+}  // namespace
+
+void reportLine(const std::string& message) {
+  std::string line = "gyrerun: " + message + "\n";
+  ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+  (void)ignored;
+}
+
+RankSupervisor::RankSupervisor(LaunchOptions options, RankEnvironment env, int signalFd)
+    : options_(std::move(options)), env_(std::move(env)), signalFd_(signalFd) {}
+
+int RankSupervisor::run() {
+  startAll();
+  while (runningCount() > 0 || anyRelayOpen()) {
+    if (runningCount() == 0) {
+      if (!draining_) {
+        draining_ = true;
+        drainDeadline_ = Clock::now() + kDrainAfterExit;
+      } else if (Clock::now() >= drainDeadline_) {
+        for (auto& r : ranks_) {
+          r->out->close();
+          r->err->close();
+        }
+        break;
+      }
+    }
+    pollOnce();
+  }
+  return exitStatus_;
+}
+
+void RankSupervisor::startAll() {
+  for (int local = 0; local < options_.nprocPerNode; ++local) {
+    std::string error;
+    std::unique_ptr<RankProcess> rank = startRank(options_, env_, local, &stdout_, &stderr_, error);
+    if (!rank) {
+      reportLine("cannot start rank " + std::to_string(options_.globalRank(local)) + ": " + error);
+      failJob(1);
+      // No grace: the job cannot run without this rank, and the others have not failed.
+      signalRunning(SIGTERM);
+      phase_ = Phase::kTerminating;
+      hasDeadline_ = true;
+      deadline_ = Clock::now() + kTermToKill;
+      return;
+    }
+    ranks_.push_back(std::move(rank));
+  }
+}
+
+void RankSupervisor::pollOnce() {
+  std::vector<pollfd> fds;
+  std::vector<LineRelay*> relays;
+  fds.push_back({signalFd_, POLLIN, 0});
+  for (auto& r : ranks_) {
+    for (LineRelay* relay : {r->out.get(), r->err.get()}) {
+      if (!relay->open()) continue;
+      fds.push_back({relay->fd(), POLLIN, 0});
+      relays.push_back(relay);
+    }
+  }
+  auto sleep = kMaxPollSleep;
+  auto now = Clock::now();
+  if (hasDeadline_) {
+    sleep = std::min(sleep, std::chrono::ceil<std::chrono::milliseconds>(deadline_ - now));
+  }
+  if (draining_) {
+    sleep = std::min(sleep, std::chrono::ceil<std::chrono::milliseconds>(drainDeadline_ - now));
+  }
+  int timeoutMs = static_cast<int>(std::max<long long>(0, sleep.count()));
+  int ready = ::poll(fds.data(), fds.size(), timeoutMs);
+  if (ready < 0 && errno != EINTR) {
+    reportLine(std::string("poll failed: ") + std::strerror(errno));
+    ::usleep(100 * 1000);  // whatever it is, do not spin on it
+  }
+  if (ready > 0) {
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents != 0) relays[i - 1]->onReadable();
+    }
+  }
+  // Signals and exits are checked on every wake-up, whatever woke us: cheap, and robust
+  // against a SIGCHLD whose byte the full self-pipe dropped.
+  handleSignals();
+  reapExited();
+  if (hasDeadline_ && Clock::now() >= deadline_) onDeadline();
+}
+
+void RankSupervisor::handleSignals() {
+  unsigned char signals[64];
+  ssize_t n;
+  while ((n = ::read(signalFd_, signals, sizeof(signals))) > 0) {
+    for (ssize_t i = 0; i < n; ++i) {
+      int signo = signals[i];
+      if (signo == SIGCHLD) continue;  // reapExited() runs next anyway
+      if (phase_ == Phase::kTerminating || phase_ == Phase::kKilled) {
+        if (runningCount() > 0) {
+          reportLine("got " + signalName(signo) + " again: sending SIGKILL to ranks " +
+                     runningRankList());
+        }
+        failJob(128 + signo);
+        signalRunning(SIGKILL);
+        phase_ = Phase::kKilled;
+        hasDeadline_ = false;
+        continue;
+      }
+      failJob(128 + signo);
+      if (runningCount() > 0) {
+        reportLine("got " + signalName(signo) + ": forwarding it to ranks " + runningRankList());
+      }
+      signalRunning(signo);
+      phase_ = Phase::kTerminating;
+      hasDeadline_ = true;
+      deadline_ = Clock::now() + graceDuration(options_.graceSeconds) + kTermToKill;
+    }
+  }
+}
+
+void RankSupervisor::reapExited() {
+  for (auto& r : ranks_) {
+    if (!r->running) continue;
+    int status = 0;
+    pid_t got;
+    do {
+      got = ::waitpid(r->pid, &status, WNOHANG);
+    } while (got < 0 && errno == EINTR);
+    if (got != r->pid) continue;
+    r->running = false;
+    r->waitStatus = status;
+    // Its last output first, then gyrerun's verdict on it.
+    r->out->drain();
+    r->err->drain();
+    onRankExit(*r);
+  }
+}
+
+void RankSupervisor::onRankExit(RankProcess& rank) {
+  if (exitedCleanly(rank.waitStatus)) return;
+  std::string who = "rank " + std::to_string(rank.rank) + " (local rank " +
+                    std::to_string(rank.localRank) + ", pid " + std::to_string(rank.pid) + ")";
+  std::string how = describeWaitStatus(rank.waitStatus);
+  switch (phase_) {
+    case Phase::kRunning: {
+      reportLine(who + " failed: " + how);
+      failJob(1);
+      size_t others = runningCount();
+      if (others == 0) return;
+      reportLine("stopping the other " + std::to_string(others) + " rank(s) (" + runningRankList() +
+                 "): SIGTERM in " + formatSeconds(options_.graceSeconds) +
+                 " s unless they exit first, SIGKILL 1 s later");
+      phase_ = Phase::kGrace;
+      hasDeadline_ = true;
+      deadline_ = Clock::now() + graceDuration(options_.graceSeconds);
+      return;
+    }
+    case Phase::kGrace:
+      reportLine(who + " failed too: " + how);
+      return;
+    case Phase::kTerminating:
+    case Phase::kKilled:
+      reportLine(who + " stopped: " + how);
+      return;
+  }
+}
+
+void RankSupervisor::onDeadline() {
+  if (runningCount() == 0) {
+    hasDeadline_ = false;
+    return;
+  }
+  if (phase_ == Phase::kGrace) {
+    reportLine("grace period over: sending SIGTERM to ranks " + runningRankList());
+    signalRunning(SIGTERM);
+    phase_ = Phase::kTerminating;
+    deadline_ = Clock::now() + kTermToKill;
+  } else if (phase_ == Phase::kTerminating) {
+    reportLine("sending SIGKILL to ranks " + runningRankList());
+    signalRunning(SIGKILL);
+    phase_ = Phase::kKilled;
+    hasDeadline_ = false;
+  }
+}
+
+void RankSupervisor::failJob(int exitStatus) {
+  if (exitStatus_ == 0) exitStatus_ = exitStatus;
+}
+
+void RankSupervisor::signalRunning(int signo) {
+  for (auto& r : ranks_) {
+    // The pid is still ours: a child that exited stays a zombie until we reap it.
+    if (r->running) ::kill(r->pid, signo);
+  }
+}
+
+size_t RankSupervisor::runningCount() const {
+  return static_cast<size_t>(
+      std::count_if(ranks_.begin(), ranks_.end(), [](const auto& r) { return r->running; }));
+}
+
+bool RankSupervisor::anyRelayOpen() const {
+  return std::any_of(ranks_.begin(), ranks_.end(),
+                     [](const auto& r) { return r->out->open() || r->err->open(); });
+}
+
+std::string RankSupervisor::runningRankList() const {
+  std::string list;
+  for (auto& r : ranks_) {
+    if (!r->running) continue;
+    if (!list.empty()) list += ", ";
+    list += std::to_string(r->rank);
+  }
+  return list;
+}
+
+}  // namespace gyre::tools
