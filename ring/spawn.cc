@@ -36,7 +36,9 @@ struct Child {
         rank == 0 ? TcpStore::serveOn(std::move(listener), options.options.timeout)
                   : TcpStore::connect("127.0.0.1", port, options.options.timeout);
     listener.reset();
-    auto comm = Communicator::create(store, rank, nranks, options.options);
+    Options rankOptions = options.options;
+    if (options.perRank) options.perRank(rank, rankOptions);
+    auto comm = Communicator::create(store, rank, nranks, rankOptions);
     fn(*comm);
   } catch (const std::exception& e) {
     failure = e.what();

@@ -25,6 +25,9 @@ class Communicator;
 struct SpawnOptions {
   Options options = Options::fromEnvironment();
   std::chrono::milliseconds grace{5000};  // after the first failure
+  // Adjusts one rank's options before its communicator is built (tests fake hosts
+  // with it: different hostId values put shm and tcp pipes in one ring).
+  std::function<void(int rank, Options& options)> perRank;
 };
 
 void spawn(int nranks, const std::function<void(Communicator&)>& fn);

@@ -16,10 +16,32 @@ namespace {
 
 using testing::check;
 
-SpawnOptions testOptions(size_t slotBytes = 512 * 1024) {
+// How the ranks of a test are connected.
+enum class Wiring { kTcp, kShm, kMixed };
+
+const char* wiringName(Wiring w) {
+  switch (w) {
+    case Wiring::kTcp: return "tcp";
+    case Wiring::kShm: return "shm";
+    case Wiring::kMixed: return "mixed";
+  }
+  return "?";
+}
+
+SpawnOptions testOptions(size_t slotBytes = 512 * 1024, Wiring wiring = Wiring::kTcp) {
   SpawnOptions o;
   o.options.timeout = std::chrono::seconds(60);
   o.options.slotBytes = slotBytes;
+  o.options.transport = wiring == Wiring::kTcp   ? TransportKind::kTcp
+                        : wiring == Wiring::kShm ? TransportKind::kShm
+                                                 : TransportKind::kAuto;
+  if (wiring == Wiring::kMixed) {
+    // Two fake hosts, the lower half of the ranks on one: the ring then has shm pipes
+    // inside each half and tcp pipes where it crosses between them.
+    o.perRank = [](int rank, Options& opts) {
+      opts.hostId = rank % 4 < 2 ? "fake-host-a" : "fake-host-b";
+    };
+  }
   return o;
 }
 
@@ -47,11 +69,11 @@ void checkAllReduce(Communicator& comm, DataType t, ReduceOp op, size_t count, b
   check(lo == hi, "{}: ranks hold different bits", what);
 }
 
-class AllReduceRanks : public ::testing::TestWithParam<int> {};
+class AllReduceRanks : public ::testing::TestWithParam<std::tuple<Wiring, int>> {};
 
 TEST_P(AllReduceRanks, EveryDtypeOpAndEdgeCount) {
-  const int n = GetParam();
-  spawn(n, [n](Communicator& comm) {
+  const auto [wiring, n] = GetParam();
+  spawn(n, [n = n](Communicator& comm) {
     check(comm.size() == n && comm.rank() >= 0 && comm.rank() < n, "bad rank/size");
     const size_t counts[] = {0, 1, static_cast<size_t>(n - 1), 1009};
     for (DataType t : testing::kAllTypes) {
@@ -62,11 +84,11 @@ TEST_P(AllReduceRanks, EveryDtypeOpAndEdgeCount) {
         }
       }
     }
-  }, testOptions());
+  }, testOptions(512 * 1024, wiring));
 }
 
 TEST_P(AllReduceRanks, LargerThanAllSlots) {
-  const int n = GetParam();
+  const auto [wiring, n] = GetParam();
   // 16 KiB slots x 4: a 1 MiB-plus buffer crosses every slot many times per chunk.
   spawn(n, [](Communicator& comm) {
     const size_t count = (1 << 18) + 13;
@@ -77,11 +99,17 @@ TEST_P(AllReduceRanks, LargerThanAllSlots) {
     }
     checkAllReduce(comm, DataType::kInt32, ReduceOp::kMax, count, true);
     checkAllReduce(comm, DataType::kUint8, ReduceOp::kProd, count, false);
-  }, testOptions(16 * 1024));
+  }, testOptions(16 * 1024, wiring));
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, AllReduceRanks, ::testing::Values(1, 2, 3, 4, 5, 8),
-                         [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+INSTANTIATE_TEST_SUITE_P(
+    Wirings, AllReduceRanks,
+    ::testing::Combine(::testing::Values(Wiring::kTcp, Wiring::kShm, Wiring::kMixed),
+                       ::testing::Values(1, 2, 3, 4, 5, 8)),
+    [](const auto& info) {
+      return fmt::format("{}_{}ranks", wiringName(std::get<0>(info.param)),
+                         std::get<1>(info.param));
+    });
 
 TEST(AllReduce, RepeatedCallsAndBarrier) {
   spawn(4, [](Communicator& comm) {
