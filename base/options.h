@@ -30,11 +30,12 @@ struct Options {
   std::string socketIfname;                            // GYRE_SOCKET_IFNAME (NCCL syntax)
   std::string token;                                   // GYRE_TOKEN (else rank 0 makes one)
   std::string hostId;                                  // GYRE_HOST_ID (overrides host identity)
-  // GYRE_SPIN_US: how long a waiter spins before it sleeps. Negative = automatic: spin
-  // only while this host has a core per local rank (spinning on an oversubscribed host
-  // takes the core from the rank being waited for: 8-byte latency with 4 ranks on 2
-  // cores went from 164 us with 0 us of spin to 375 us with 20 us and 1.6 ms with 200).
-  std::chrono::microseconds spin{-1};
+  // GYRE_SPIN_US: how long a waiter polls (yielding its core between polls) before it
+  // sleeps. Measured with 4 ranks on 2 cores, shm, 8-byte all-reduce: a pause-based
+  // spin of 20 us took latency from 164 us (no spin) to 375 us, because the spinner
+  // held the core its peer needed; yielding instead gives 11 us at 20 us of spin and
+  // 20 us with none (the sleep/wake-up costs more than the yield).
+  std::chrono::microseconds spin{20};
 
   static Options fromEnvironment();
 };

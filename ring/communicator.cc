@@ -1,7 +1,6 @@
 #include "ring/communicator.h"
 
 #include <fcntl.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -46,13 +45,6 @@ std::string nextCommPrefix(const Store* store) {
   static std::map<const Store*, int> counters;
   std::lock_guard<std::mutex> lock(mu);
   return fmt::format("gyre/comm{}", counters[store]++);
-}
-
-// Spin only where every local rank has a core of its own (see Options::spin).
-std::chrono::microseconds automaticSpin(int localRanks) {
-  cpu_set_t set;
-  int cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
-  return localRanks < cores ? std::chrono::microseconds(20) : std::chrono::microseconds(0);
 }
 
 const char* envOr(const char* name, const char* fallback) {
@@ -101,7 +93,6 @@ class Communicator::Impl {
       ring_.right = pipes_.send.at((rank_ + 1) % size_).get();
     }
     ring_.timeout = options_.timeout;
-    if (options_.spin.count() < 0) options_.spin = automaticSpin(pipes_.localRanks);
     ring_.spin = options_.spin;
     ring_.aborted = &aborted_;
     log(LogLevel::kInfo, rank_, "communicator of {} ranks ready", size_);

@@ -5,6 +5,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sched.h>
+
 #include <algorithm>
 #include <climits>
 #include <thread>
@@ -31,9 +33,10 @@ void Doorbell::sleep(uint32_t expected, const WaitContext& ctx, bool shared) {
 }
 
 bool spinPause(std::chrono::steady_clock::time_point spinUntil) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
+  // Yield rather than pause: with more ranks than cores the rank we wait for is
+  // often runnable on our core, and yielding lets it run now instead of after a futex
+  // sleep and wake-up; on an idle core sched_yield returns at once, like a spin.
+  sched_yield();
   return std::chrono::steady_clock::now() < spinUntil;
 }
 
