@@ -126,6 +126,12 @@ PipeSet connectPeers(Store& store, const BootstrapParams& p, const Options& opti
   for (int r = 0; r < p.size; ++r) keys.push_back(fmt::format("connected/{}", r));
   store.wait(keys);
   for (ShmRecvPipe* pipe : created) pipe->unlinkName();
+
+  // 5. Rank 0's process may be the one serving the store: it must not return (and
+  // perhaps exit, taking the store with it) while another rank still waits for a
+  // reply. Every rank's last store call is this add; the last one marks completion.
+  if (store.add("bootstrapped", 1) == p.size) store.setString("bootstrap-complete", "1");
+  if (p.rank == 0) store.wait({"bootstrap-complete"});
   log(LogLevel::kInfo, p.rank, "pipes: {} shm, {} tcp", created.size() + shmSendTo.size(),
       conns.in.size() + conns.out.size());
   return set;
