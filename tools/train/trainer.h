@@ -1,0 +1,110 @@
+// gyre::train::Trainer: data-parallel training of the MLP on one rank of a communicator,
+// the loop of ../shared/peers/torch_ddp_fashion.py (PyTorch DDP) written against gyre.
+//
+// Per epoch: the DistributedSampler is set to the epoch; after a barrier the rank walks its
+// shard in batches of `batch` (the last one partial), and for each: gather, forward,
+// softmax cross-entropy (mean over the batch), backward from the top layer down marking
+// each gradient block ready in GradSync (so its bucket's all-reduce overlaps the backward
+// of the layers below), GradSync::finish (averaged gradients), SGD with momentum. A barrier
+// ends the timed part. Train loss/accuracy are all-reduced sample-weighted, test accuracy is
+// counted on the strided shard rank::world of the test set and all-reduced, as the peer does.
+//
+// All ranks start from rank 0's weights (GradSync broadcasts them at construction); with
+// equal data and averaged gradients they stay bitwise identical. A checkpoint is written by
+// rank 0; a resume is read by rank 0 and broadcast, so only rank 0 needs the file.
+//
+// Threads: one Trainer per rank, driven by one thread; it owns the GradSync (whose worker
+// thread is the only other user of the communicator, during backward).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ring/communicator.h"
+#include "ring/distributed_sampler.h"
+#include "ring/grad_sync.h"
+#include "tools/train/checkpoint.h"
+#include "tools/train/idx_reader.h"
+#include "tools/train/mlp.h"
+#include "tools/train/sgd.h"
+
+namespace gyre::train {
+
+struct TrainConfig {
+  std::vector<size_t> widths = {784, 512, 256, 10};
+  size_t epochs = 5;
+  size_t batch = 64;  // per rank
+  float lr = 0.05f;
+  float momentum = 0.9f;
+  uint64_t seed = 0;
+  // Gradient buckets: DDP's rule (see ring/grad_sync.h) with this cap; the first bucket's
+  // cap is min(1 MiB, this).
+  double bucketMb = 25;
+  // Weight gradients are produced and registered in blocks of this many rows (0: whole),
+  // so the bottom layer's large gradient can leave in pieces while the rest of it is
+  // still being computed.
+  size_t blockRows = 0;
+};
+
+struct EpochStats {
+  size_t epoch = 0;  // 1-based, as printed
+  double trainLoss = 0, trainAcc = 0, testAcc = 0;
+  size_t samples = 0;  // global samples processed, padding included
+  double samplesPerS = 0, trainS = 0, epochS = 0;
+  // Gradient all-reduce time per rank (mean over ranks), the part of it that overlapped
+  // backward, and the time the training thread waited in finish().
+  double commS = 0, hiddenS = 0, waitS = 0;
+  double hiddenFraction() const { return commS > 0 ? hiddenS / commS : 0.0; }
+};
+
+class Trainer {
+ public:
+  // `train` and `test` must outlive the Trainer.
+  Trainer(Communicator& comm, const TrainConfig& config, const ImageSet& train,
+          const ImageSet& test);
+  ~Trainer();
+
+  // Collective. Rank 0 reads `path`; everything is broadcast. Throws gyre::Error on every
+  // rank if rank 0 cannot load it or it does not fit the model.
+  void resumeFrom(const std::string& path);
+  // Collective in effect (call on all ranks); only rank 0 writes.
+  void saveTo(const std::string& path) const;
+
+  // Runs the next epoch; collective.
+  EpochStats runEpoch();
+  size_t epochsDone() const { return epochsDone_; }
+
+  const Mlp& model() const { return model_; }
+  const SgdMomentum& optimizer() const { return sgd_; }
+  const GradSync& gradSync() const { return *sync_; }
+  Communicator& comm() { return comm_; }
+
+  // Called after every optimizer step with the step's index in the epoch (tests use it to
+  // compare ranks); it may use the communicator.
+  std::function<void(size_t step)> afterStep;
+
+ private:
+  double evaluate();
+
+  Communicator& comm_;
+  TrainConfig config_;
+  const ImageSet& train_;
+  const ImageSet& test_;
+  Mlp model_;
+  SgdMomentum sgd_;
+  std::unique_ptr<GradSync> sync_;
+  DistributedSampler sampler_;
+  size_t epochsDone_ = 0;
+  std::vector<size_t> blockOfParam_;  // first gradient block of each parameter
+  std::vector<float> batchX_, dlogits_;
+  std::vector<uint8_t> batchY_;
+};
+
+// Sets the BLAS to one thread (the peer does the same; ranks share the cores).
+void useOneBlasThread();
+
+}  // namespace gyre::train
