@@ -1,0 +1,112 @@
+// gyre::CudaCommunicator: collectives on device (GPU) buffers, enqueued on a CUDA stream
+// as NCCL's are: the call returns at once, the stream waits for the result.
+//
+// What it is: a host Communicator that it owns alone, one worker thread of its own, a
+// few pinned host slots and a copy stream. allReduce(..., stream) records an event on
+// `stream`, makes `stream` wait for a release (on the GPU: cuStreamWaitValue32 on a
+// device flag; where stream memory operations are missing, a host function that blocks
+// until the worker releases it), hands the call to the worker and returns: a few
+// microseconds, no blocking wait. The worker, after the event, copies the input device
+// to host slice by slice into the pinned slots, runs the host ring all-reduce on each
+// slice as soon as it has landed, copies each result back while the next slice is
+// reduced, and at the end writes the flag from its copy stream (after the last copy), so
+// `stream` goes on with the result in place. Only the worker thread ever blocks on CUDA.
+// Why staged and not fused kernels reading mapped pinned slots: cuda_kernels/NOTES.md.
+//
+// Contract:
+// - Creation is collective: every rank creates it, in the same order as its other
+//   communicators. It uses the device current in the creating thread, or
+//   CudaOptions::device. Several ranks (processes) may share one GPU.
+// - Collectives are called in the same order on every rank, from one thread at a time.
+//   `stream` must belong to the communicator's device (nullptr: the legacy default
+//   stream). Buffers are device memory of that device (or managed, or pinned host
+//   memory); sendbuf must not change, and recvbuf must not be read, until `stream` has
+//   passed the call. In place when sendbuf == recvbuf.
+// - Results: identical bits on every rank, and the host allReduce's bits for each slice;
+//   floating-point sums of a whole buffer may differ from a host allReduce of the same
+//   buffer in the last bits, because each slice is its own ring (NCCL's results depend
+//   on its chunking too). Exactly representable results are always equal.
+// - Errors: a wrong argument throws gyre::Error(kInvalidArgument) from the call, naming
+//   the rank and the collective. A failure in the worker (a peer lost, a timeout, a
+//   CUDA error) happens after the call returned: the worker aborts the communicator,
+//   still releases every waiting stream (whose recvbuf then holds unspecified data), and
+//   the next allReduce() or synchronize() throws it, naming the rank and the collective.
+// - synchronize() blocks the calling thread until the worker has done and released every
+//   collective enqueued so far (the caller's streams may still hold work before or after
+//   them: synchronise those to read results); it throws the first asynchronous error.
+// - Destruction finishes the queued collectives, then waits until the device is idle
+//   (a stream may still be about to read the flag it frees).
+// - Threads: allReduce and synchronize from one thread at a time; abort() from any.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "base/options.h"
+#include "base/types.h"
+
+struct CUstream_st;  // cudaStream_t is CUstream_st*: callers pass theirs as it is
+
+namespace gyre {
+
+class Communicator;
+class Store;
+
+struct CudaOptions {
+  int device = -1;                      // -1: the creating thread's current device
+  size_t sliceBytes = size_t{4} << 20;  // the largest slice staged at once
+  // Slices are at least this large (a smaller message is one slice): each slice is one
+  // host all-reduce and pays its latency.
+  size_t minSliceBytes = size_t{1} << 20;
+  size_t stagingSlots = 4;   // pinned slots of sliceBytes: reduce one, copy the others
+  bool streamMemOps = true;  // false: always the host-function release (for tests)
+  size_t maxPending = 64;    // enqueued collectives the worker has not started; beyond
+                             // that, allReduce waits for the worker (as NCCL's FIFO)
+};
+
+class CudaCommunicator {
+ public:
+  // Takes over `host`, which nobody else may use from now on.
+  static std::unique_ptr<CudaCommunicator> create(std::unique_ptr<Communicator> host,
+                                                  const CudaOptions& cuda = {});
+  // Joins the ranks that share `store` with a new host Communicator of its own.
+  static std::unique_ptr<CudaCommunicator> create(std::shared_ptr<Store> store, int rank,
+                                                  int size, const Options& options,
+                                                  const CudaOptions& cuda = {});
+  // For programs that already hold a host communicator (from the environment, or
+  // gyre::spawn): runs one allReduce on `bootstrap` to share a fresh store that rank 0
+  // serves at MASTER_ADDR (default 127.0.0.1), and joins through it with bootstrap's
+  // options. Collective on `bootstrap`; bootstrap stays the caller's.
+  static std::unique_ptr<CudaCommunicator> createBeside(Communicator& bootstrap,
+                                                        const CudaOptions& cuda = {});
+
+  ~CudaCommunicator();
+  CudaCommunicator(const CudaCommunicator&) = delete;
+  CudaCommunicator& operator=(const CudaCommunicator&) = delete;
+
+  int rank() const;
+  int size() const;
+  int device() const;
+  // True when streams wait on the GPU (cuStreamWaitValue32), false with the fallback.
+  bool usesStreamMemOps() const;
+
+  // recvbuf[i] = op over ranks of sendbuf[i], for i < count, when `stream` reaches this
+  // point. Enqueues only. count may be 0 (nothing is enqueued).
+  void allReduce(const void* sendbuf, void* recvbuf, size_t count, DataType dtype, ReduceOp op,
+                 CUstream_st* stream);
+
+  void synchronize();
+
+  // Fails the pending and later collectives with kAborted (their streams are still
+  // released). Any thread, any time; idempotent.
+  void abort();
+
+  class Impl;
+
+ private:
+  explicit CudaCommunicator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gyre

@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2317  # some functions run through bash -c "$(declare -f ...)"
+# The whole GPU check of issue 6 (device kernels, collectives on device buffers) in one
+# short run on a machine with an NVIDIA GPU; prints a summary table last.
+#
+#   tools/gpu_check.sh --prepare   on a machine with nvcc (no GPU needed, e.g. the CPU
+#                                  dev machine): builds build-gpu/ (Release, sm_90, no
+#                                  verbs) and packs the programs the run needs, with
+#                                  libfmt, into build-gpu/pack (a few MiB)
+#   tools/gpu_check.sh             on the GPU machine: runs build-gpu/pack's programs when
+#                                  they start there, else builds in /tmp/gyre-gpu-build
+#                                  (needs cmake, ninja, fmt, GTest, Google Benchmark)
+#
+# From a session with the device tool, after --prepare here:
+#   run(command="tools/gpu_check.sh", carry=["build-gpu/pack"], timeout_s=560)
+# Steps, each in its own process group with a time limit (a hung step is killed, group
+# and all, and the next step runs):
+#   env            GPU, driver, toolkit, torch
+#   binaries       the pack (checked against the sources' digest) or a build there
+#   test_kernels   cuda_reduce_test: every dtype/op vs the host reduction, bitwise
+#   test_allreduce cuda_allreduce_test: 1-4 ranks sharing GPU 0, both stream releases
+#   bench_reduce   float32/bfloat16 sum at 256 MiB vs cudaMemcpy D2D (2 reads + 1 write)
+#   bench_device   gyrerun -n 4 cuda_allreduce_bench 64 MiB: host vs device buffers,
+#                  slices 1M/4M/16M, enqueue host time
+#   torch_gloo     torch.distributed gloo on CUDA tensors, 4 ranks on cuda:0
+#   torch_nccl     the same with NCCL (expected to refuse several ranks on one GPU)
+#   gyre_host      gyrerun -n 4 gyre-bench -b 1M -e 64M -f 4 (host buffers: cross-check,
+#                  and the cost of slicing to the host ring)
+#   device_hostfn  the device all-reduce with the host-function release (fallback path)
+# The whole run stays within GPU_CHECK_BUDGET seconds (default 450); steps that no
+# longer fit are reported as skipped. Full output: $OUT/gpu_check.log and the table in
+# $OUT/summary.txt ($OUT set by the device tool; else /tmp/gyre-gpu-check).
+# Exit status: 0 when every step ran clean and every target was met.
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+PACK=$ROOT/build-gpu/pack
+TARGETS="cuda_reduce_test cuda_allreduce_test cuda_reduce_bench cuda_allreduce_bench gyre-bench gyrerun"
+CMAKE_FLAGS=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DGYRE_WITH_VERBS=OFF)
+
+source_digest() {
+  (cd "$ROOT" && find base ring transport cuda_kernels bench tests tools CMakeLists.txt -type f \
+      \( -name '*.cc' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name CMakeLists.txt \) \
+      -print0 2>/dev/null | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+}
+
+if [ "${1:-}" = "--prepare" ]; then
+  set -e
+  command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
+  cmake -S "$ROOT" -B "$ROOT/build-gpu" "${CMAKE_FLAGS[@]}"
+  # shellcheck disable=SC2086
+  cmake --build "$ROOT/build-gpu" --target $TARGETS
+  rm -rf "$PACK" && mkdir -p "$PACK/bin" "$PACK/lib"
+  for t in $TARGETS; do cp "$ROOT/build-gpu/bin/$t" "$PACK/bin/"; done
+  strip --strip-unneeded "$PACK"/bin/* 2>/dev/null || true
+  # Shared libraries the GPU machine's image may lack (libfmt); the rest is glibc/libstdc++.
+  ldd "$PACK"/bin/* | awk '/libfmt/ {print $3}' | sort -u | xargs -r -I{} cp -L {} "$PACK/lib/"
+  source_digest >"$PACK/SOURCES"
+  echo "packed $(du -sh "$PACK" | cut -f1) into $PACK (sources $(cat "$PACK/SOURCES")); carry build-gpu/pack"
+  exit 0
+fi
+if [ $# -gt 0 ]; then sed -n '3,31p' "$0"; exit 2; fi
+
+OUTDIR=${OUT:-/tmp/gyre-gpu-check}
+mkdir -p "$OUTDIR"
+LOG=$OUTDIR/gpu_check.log
+SUMMARY=$OUTDIR/summary.txt
+WORK=$(mktemp -d /tmp/gyre-gpu-check.XXXXXX)
+: >"$LOG"
+BUDGET=${GPU_CHECK_BUDGET:-450}
+START=$SECONDS
+export PYTHONUNBUFFERED=1 GYRE_DEBUG=${GYRE_DEBUG:-WARN}
+STEPS=()   # "name|status|seconds|note"
+BIN=""
+
+# Runs "$@" in a new session, killed with its whole group after $1 seconds.
+run_limited() {
+  local limit=$1 ticks=0
+  shift
+  setsid "$@" &
+  local pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    if [ $ticks -ge $((limit * 10)) ]; then
+      kill -TERM -- "-$pid" 2>/dev/null; sleep 3; kill -KILL -- "-$pid" 2>/dev/null
+      wait "$pid" 2>/dev/null
+      return 124
+    fi
+    sleep 0.1
+    ticks=$((ticks + 1))
+  done
+  wait "$pid"
+}
+
+# step NAME LIMIT_SECONDS COMMAND...: runs it, logs it, records status and a note.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local left=$((BUDGET - (SECONDS - START)))
+  if [ $left -lt 15 ]; then
+    STEPS+=("$name|skipped|0|over the ${BUDGET}s budget")
+    return 1
+  fi
+  [ "$limit" -gt $((left - 5)) ] && limit=$((left - 5))
+  local t0=$SECONDS rc status
+  echo "==== $name (limit ${limit}s): $*" | tee -a "$LOG"
+  run_limited "$limit" "$@" >"$WORK/$name.out" 2>&1
+  rc=$?
+  cat "$WORK/$name.out" >>"$LOG"
+  tail -n 12 "$WORK/$name.out"
+  grep -h '^RESULT ' "$WORK/$name.out" | sed 's/^RESULT //' >>"$WORK/results"
+  if [ $rc -eq 0 ]; then status=ok; elif [ $rc -eq 124 ]; then status=TIMEOUT; else status="FAIL($rc)"; fi
+  local note
+  note=$(grep -hoE '\[  PASSED  \] [0-9]+ tests?|[0-9]+ FAILED TESTS?|\[  SKIPPED \] [0-9]+ tests?' \
+           "$WORK/$name.out" | sed -E 's/\[ +//; s/ +\]//' | paste -sd, -)
+  # On the GPU machine a skipped GPU test means CUDA did not work there: not a pass.
+  if [ $rc -eq 0 ] && grep -q '^\[  SKIPPED \] [0-9]' "$WORK/$name.out"; then status=SKIPPED; fi
+  STEPS+=("$name|$status|$((SECONDS - t0))|${note:-$(tail -n 1 "$WORK/$name.out" | cut -c1-70)}")
+  return $rc
+}
+
+# The first value recorded for a key (device_hostfn repeats bench_device's keys).
+result() { grep -ohE "(^| )$1=[^ ]*" "$WORK/results" 2>/dev/null | head -n 1 | sed 's/^ //' | cut -d= -f2-; }
+
+env_info() {
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader
+  (nvcc --version 2>/dev/null || /usr/local/cuda/bin/nvcc --version) | tail -n 1
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())'
+  echo "cpus $(nproc); $(grep -m1 PRETTY_NAME /etc/os-release 2>/dev/null); kernel $(uname -r)"
+}
+
+pick_binaries() {
+  if [ -x "$PACK/bin/cuda_reduce_test" ] &&
+     LD_LIBRARY_PATH=$PACK/lib "$PACK/bin/cuda_reduce_test" --gtest_list_tests >/dev/null 2>&1; then
+    local want have
+    want=$(cat "$PACK/SOURCES" 2>/dev/null); have=$(source_digest)
+    if [ "$want" = "$have" ]; then echo "prebuilt pack, sources match ($have)"
+    else echo "WARNING prebuilt pack is STALE: built from sources $want, tree is $have"; fi
+    return 0
+  fi
+  echo "no usable pack at $PACK: building in /tmp/gyre-gpu-build"
+  command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
+  cmake -S "$ROOT" -B /tmp/gyre-gpu-build "${CMAKE_FLAGS[@]}" || return 1
+  # shellcheck disable=SC2086
+  cmake --build /tmp/gyre-gpu-build --target $TARGETS -j "$(nproc)"
+}
+
+step env 30 bash -c "$(declare -f env_info); env_info"
+if step binaries 240 env PACK="$PACK" ROOT="$ROOT" TARGETS="$TARGETS" \
+     CMAKE_FLAGS="${CMAKE_FLAGS[*]}" bash -c "$(declare -f pick_binaries source_digest);
+     CMAKE_FLAGS=(\$CMAKE_FLAGS); pick_binaries"; then
+  if grep -q 'prebuilt pack' "$WORK/binaries.out"; then BIN=$PACK/bin; else BIN=/tmp/gyre-gpu-build/bin; fi
+fi
+export LD_LIBRARY_PATH=$PACK/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+if [ -n "$BIN" ]; then
+  step test_kernels 150 "$BIN/cuda_reduce_test" --gtest_color=no
+  step test_allreduce 200 "$BIN/cuda_allreduce_test" --gtest_color=no
+  step bench_reduce 60 "$BIN/cuda_reduce_bench" --bytes 256M --iters 20 --warmup 3
+  step bench_device 120 "$BIN/gyrerun" -n 4 "$BIN/cuda_allreduce_bench" --bytes 64M --iters 20 \
+    --warmup 5 --slices 1M,4M,16M --slots 4
+else
+  STEPS+=("tests and gyre benchmarks|skipped|0|no binaries: see the binaries step")
+fi
+step torch_gloo 120 python3 "$ROOT/bench/torch_allreduce_bench.py" --backend gloo --nranks 4 --bytes 64M --iters 20
+step torch_nccl 90 env NCCL_DEBUG=WARN python3 "$ROOT/bench/torch_allreduce_bench.py" --backend nccl --nranks 4 --bytes 64M --iters 20 --timeout 30
+if [ -n "$BIN" ]; then
+  # Cross-checks, last: gyre-bench's own host figure, and the fallback release's speed.
+  # The host curve from 1M to 64M shows what slicing costs the host ring (each slice of
+  # the device all-reduce is one host all-reduce of that size).
+  step gyre_host 90 "$BIN/gyrerun" -n 4 "$BIN/gyre-bench" -b 1M -e 64M -f 4 -n 20 -w 5 -c 1
+  awk '$1 == 1048576 || $1 == 4194304 || $1 == 16777216 || $1 == 67108864 {
+         printf "gyre_bench_host_%dM_busbw=%s\n", $1 / 1048576, $8 }' \
+    "$WORK/gyre_host.out" 2>/dev/null >>"$WORK/results"
+  step device_hostfn 60 "$BIN/gyrerun" -n 4 "$BIN/cuda_allreduce_bench" --bytes 64M --iters 20 \
+    --warmup 5 --slices 4M --memops 0 --host 0
+  sed -n 's/^RESULT host_busbw=[^ ]* device_busbw=\([^ ]*\).*/hostfn_busbw=\1/p' \
+    "$WORK/device_hostfn.out" 2>/dev/null >>"$WORK/results"
+fi
+
+# ---- Summary -------------------------------------------------------------------------
+verdict() {  # value op target -> PASS/MISS/n/a
+  [ -z "$1" ] && { echo "n/a"; return; }
+  awk -v v="$1" -v t="$3" -v op="$2" 'BEGIN { ok = (op == ">=") ? v >= t : (op == "<") ? v < t : v > t; print ok ? "PASS" : "MISS" }'
+}
+{
+  echo
+  echo "==== gyre GPU check summary (issue 6), $(date -u '+%Y-%m-%d %H:%M UTC'), $((SECONDS - START))s ===="
+  echo "GPU: $(head -n 1 "$WORK/env.out" 2>/dev/null)"
+  printf '%-16s %-10s %5s  %s\n' step status secs note
+  for s in "${STEPS[@]}"; do
+    IFS='|' read -r n st sec note <<<"$s"
+    printf '%-16s %-10s %5s  %s\n' "$n" "$st" "$sec" "$note"
+  done
+  echo "---- targets ----"
+  f32=$(result reduce_f32_pct); bf16=$(result reduce_bf16_pct); copy=$(result copy_gbps)
+  printf '%-44s %-28s %s\n' "reduce float32 sum, % of D2D copy (>= 90)" "${f32:-?} % (copy ${copy:-?} GB/s)" "$(verdict "$f32" '>=' 90)"
+  printf '%-44s %-28s %s\n' "reduce bfloat16 sum, % of D2D copy (>= 90)" "${bf16:-?} %" "$(verdict "$bf16" '>=' 90)"
+  dev=$(result device_busbw); host=$(result host_busbw); pct=$(result device_vs_host_pct)
+  printf '%-44s %-28s %s\n' "4-rank 64 MiB busbw, device % of host (>= 80)" \
+    "${pct:-?} % (${dev:-?} vs ${host:-?} GB/s, slice $(result device_best_slice))" "$(verdict "$pct" '>=' 80)"
+  gloo=$(result torch_gloo_busbw)
+  printf '%-44s %-28s %s\n' "device busbw > torch gloo on CUDA tensors" "${dev:-?} vs ${gloo:-?} GB/s" \
+    "$( [ -n "$gloo" ] && verdict "$dev" '>' "$gloo" || echo n/a)"
+  med=$(result enqueue_median_us); mx=$(result enqueue_max_us)
+  printf '%-44s %-28s %s\n' "enqueue host time, median (< 20 us)" "${med:-?} us (max ${mx:-?} us)" "$(verdict "$med" '<' 20)"
+  nccl=$(result torch_nccl_busbw)
+  nccl_err=$(sed -n 's/.*torch_nccl_error="\([^"]*\)".*/\1/p' "$WORK/results" 2>/dev/null | tail -n 1)
+  printf '%-44s %s\n' "torch nccl, 4 ranks on one GPU (report)" "${nccl:+busbw $nccl GB/s}${nccl_err:+refused/failed: ${nccl_err:0:90}}"
+  printf '%-44s %s\n' "other figures" "gyre-bench host busbw 1M/4M/16M/64M: $(result gyre_bench_host_1M_busbw)/$(result gyre_bench_host_4M_busbw)/$(result gyre_bench_host_16M_busbw)/$(result gyre_bench_host_64M_busbw); device slices 1M/4M/16M: $(result device_slice_1M_busbw)/$(result device_slice_4M_busbw)/$(result device_slice_16M_busbw), host-function release $(result hostfn_busbw) GB/s, memops $(result memops)"
+} | tee "$SUMMARY" | tee -a "$LOG"
+rm -rf "$WORK"
+grep -qE '\| *(FAIL|TIMEOUT|SKIPPED|skipped)' <(printf '%s\n' "${STEPS[@]}") && exit 1
+grep -q 'MISS' "$SUMMARY" && exit 1
+exit 0
