@@ -1,5 +1,6 @@
 #include "base/options.h"
 
+#include <cerrno>
 #include <cstdlib>
 #include <limits>
 
@@ -21,6 +22,18 @@ long long parseInteger(const char* text, const char* what, long long lo, long lo
     fail(ErrorCode::kInvalidArgument, "{}='{}' is not an integer in [{}, {}]", what, text, lo, hi);
   }
   return v;
+}
+
+// "60", "0.5": seconds, as a whole number of milliseconds in [lo, hi].
+std::chrono::milliseconds parseSeconds(const char* text, const char* what, double lo, double hi) {
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(text, &end);
+  if (errno || end == text || *end != '\0' || !(v >= lo && v <= hi)) {
+    fail(ErrorCode::kInvalidArgument, "{}='{}' is not a number of seconds in [{}, {}]", what,
+         text, lo, hi);
+  }
+  return std::chrono::milliseconds(static_cast<long long>(v * 1000.0 + 0.5));
 }
 
 }  // namespace
@@ -59,6 +72,9 @@ Options Options::fromEnvironment() {
   }
   if (const char* v = env("GYRE_TIMEOUT")) {
     o.timeout = std::chrono::seconds(parseInteger(v, "GYRE_TIMEOUT", 1, 365LL * 24 * 3600));
+  }
+  if (const char* v = env("GYRE_STALL_WARN")) {
+    o.stallWarn = parseSeconds(v, "GYRE_STALL_WARN", 0.001, 365.0 * 24 * 3600);
   }
   if (const char* v = env("GYRE_SLOT_BYTES")) {
     o.slotBytes = parseByteSize(v, "GYRE_SLOT_BYTES");

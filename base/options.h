@@ -22,6 +22,9 @@ enum class AlgoKind { kAuto, kRing, kTree };
 struct Options {
   LogLevel logLevel = LogLevel::kWarn;                 // GYRE_DEBUG=WARN|INFO|TRACE
   std::chrono::milliseconds timeout{1800 * 1000};      // GYRE_TIMEOUT (seconds, as torch)
+  // GYRE_STALL_WARN (seconds, decimals allowed): a collective that has waited this long
+  // logs once which rank it waits for and which rank the chain of waits leads to.
+  std::chrono::milliseconds stallWarn{60 * 1000};
   // GYRE_SLOT_BYTES (K/M suffixes). 128 KiB measured best of 64K..2M for tcp and shm
   // (4 ranks, 2 cores: tcp 1.5 vs 1.3 GB/s busbw at 64 MiB with 512K; shm 5.0 vs 4.0):
   // a pipe's K slots stay in the L2 cache while the neighbour consumes them.

@@ -107,11 +107,12 @@ PipeSet connectPeers(Store& store, const BootstrapParams& p, const Options& opti
   set.progress = std::make_unique<TcpProgress>();
   for (auto& [peer, fd] : conns.out) {
     set.send.emplace(peer, std::make_unique<TcpSendPipe>(std::move(fd), peer, options.slots,
-                                                         options.slotBytes, set.progress.get()));
+                                                         options.slotBytes, set.progress.get(),
+                                                         p.size));
   }
   for (auto& [peer, fd] : conns.in) {
     set.recv.emplace(peer, std::make_unique<TcpRecvPipe>(std::move(fd), peer, options.slots,
-                                                         options.slotBytes));
+                                                         options.slotBytes, p.size));
   }
   WaitContext ctx{deadline, nullptr, std::chrono::microseconds(0)};
   for (int peer : shmSendTo) {

@@ -11,9 +11,11 @@
 #include "base/log.h"
 #include "ring/bootstrap.h"
 #include "ring/collective.h"
+#include "ring/failure_propagation.h"
 #include "ring/host_identity.h"
 #include "ring/reduce.h"
 #include "ring/ring_allreduce.h"
+#include "ring/stall_inspector.h"
 #include "ring/store.h"
 #include "ring/tcp_store.h"
 
@@ -65,11 +67,17 @@ int envInt(const char* name, int fallback) {
 
 }  // namespace
 
+// The communicator's state. Collectives run on the caller's thread (run()); abort()
+// may come from any other thread: what both touch is atomic or under abortMu_.
 class Communicator::Impl {
  public:
   Impl(std::shared_ptr<Store> store, int rank, int size, const Options& options,
        const std::string& listenHost)
-      : options_(options), rank_(rank), size_(size), store_(std::move(store)) {
+      : options_(options),
+        rank_(rank),
+        size_(size),
+        store_(std::move(store)),
+        inspector_(rank, size, options.stallWarn, options.timeout) {
     auto comm = std::make_shared<PrefixStore>(nextCommPrefix(store_.get()), store_);
     comm->setTimeout(options_.timeout);
     std::string token = options_.token;
@@ -92,9 +100,16 @@ class Communicator::Impl {
       ring_.left = pipes_.recv.at((rank_ + size_ - 1) % size_).get();
       ring_.right = pipes_.send.at((rank_ + 1) % size_).get();
     }
+    std::vector<SendPipe*> send;
+    std::vector<RecvPipe*> recv;
+    for (auto& [peer, pipe] : pipes_.send) send.push_back(pipe.get());
+    for (auto& [peer, pipe] : pipes_.recv) recv.push_back(pipe.get());
+    inspector_.attach(std::move(send), std::move(recv));
     ring_.timeout = options_.timeout;
     ring_.spin = options_.spin;
     ring_.aborted = &aborted_;
+    ring_.rank = rank_;
+    ring_.inspector = &inspector_;
     log(LogLevel::kInfo, rank_, "communicator of {} ranks ready", size_);
   }
 
@@ -102,7 +117,8 @@ class Communicator::Impl {
     if (!aborted_.load()) {
       // Let the last slices reach the neighbours before the sockets close.
       try {
-        WaitContext w{Clock::now() + std::chrono::seconds(5), &aborted_, options_.spin};
+        auto bound = std::min<Clock::duration>(std::chrono::seconds(5), options_.timeout);
+        WaitContext w{Clock::now() + bound, &aborted_, options_.spin};
         for (auto& [peer, pipe] : pipes_.send) pipe->flush(w);
       } catch (const Error& e) {
         log(LogLevel::kWarn, rank_, "closing: {}", e.what());
@@ -112,23 +128,71 @@ class Communicator::Impl {
 
   void run(CollectiveCall call, const void* sendbuf, void* recvbuf) {
     if (aborted_.load()) {
+      call.seq = seq_.load();
+      std::lock_guard<std::mutex> lock(abortMu_);
       fail(ErrorCode::kAborted, "rank {}: {} called on an aborted communicator{}", rank_,
            describe(call), firstError_.empty() ? "" : " (after: " + firstError_ + ")");
     }
-    call.seq = seq_++;
+    call.seq = seq_.fetch_add(1);
+    inspector_.begin(call);
     try {
       if (size_ == 1) {
         runSingle(call, sendbuf, recvbuf);
       } else {
         ringAllReduce(ring_, rank_, size_, call, sendbuf, recvbuf);
       }
+      inspector_.end();
     } catch (const Error& e) {
-      std::string message = fmt::format("rank {}: {} failed: {}", rank_, describe(call), e.what());
-      if (firstError_.empty()) firstError_ = message;
-      aborted_.store(true);
-      log(LogLevel::kError, rank_, "{}", message);
-      throw Error(e.code(), message);
+      failCollective(call, e);
+    } catch (const std::exception& e) {
+      // Not gyre's own (bad_alloc, say), yet the pipes must still be closed before return.
+      failCollective(call, Error(ErrorCode::kInternal, e.what()));
     }
+  }
+
+  // Names the failure, aborts (telling the neighbours) and throws the named error.
+  [[noreturn]] void failCollective(const CollectiveCall& call, const Error& e) {
+    std::string localAbort;
+    {
+      std::lock_guard<std::mutex> lock(abortMu_);
+      localAbort = localAbortReason_;
+    }
+    Failure failure = classifyFailure(e, rank_, inspector_, localAbort);
+    std::string message = failureMessage(rank_, call, inspector_.bytesSent(),
+                                         inspector_.bytesReceived(), failure);
+    log(LogLevel::kError, rank_, "{}", message);
+    // Before returning: the pipes may still send from the caller's buffers.
+    abortAll(abortNotice(failure, rank_, call.seq), message);
+    throw Error(failure.code, message);
+  }
+
+  // Aborts: every later call fails, and every neighbour learns why (its pending waits
+  // fail at once, naming the culprit). Idempotent; any thread.
+  void abortAll(const PeerStatus& notice, const std::string& message) {
+    std::lock_guard<std::mutex> lock(abortMu_);
+    if (firstError_.empty()) firstError_ = message;
+    aborted_.store(true);
+    if (pipesClosed_) return;
+    pipesClosed_ = true;
+    // Forward first: the data direction is where every waiting rank listens.
+    for (auto& [peer, pipe] : pipes_.send) pipe->publish(notice);
+    for (auto& [peer, pipe] : pipes_.recv) pipe->publish(notice);
+  }
+
+  void abortFromUser() {
+    std::string reason = fmt::format("abort() was called on rank {}", rank_);
+    {
+      std::lock_guard<std::mutex> lock(abortMu_);
+      if (!localAbortReason_.empty()) return;
+      localAbortReason_ = reason;
+    }
+    log(LogLevel::kWarn, rank_, "{}", reason);
+    Failure failure;
+    failure.code = ErrorCode::kAborted;
+    failure.culprit = rank_;
+    failure.reporter = rank_;
+    failure.detail = reason;
+    abortAll(abortNotice(failure, rank_, seq_.load()), reason);
   }
 
   void runSingle(const CollectiveCall& call, const void* sendbuf, void* recvbuf) {
@@ -165,9 +229,13 @@ class Communicator::Impl {
   std::shared_ptr<Store> store_;
   PipeSet pipes_;
   PrimitiveContext ring_;
+  StallInspector inspector_;
   std::atomic<bool> aborted_{false};
+  std::atomic<uint32_t> seq_{0};  // written by the collective thread, read by abort()
+  std::mutex abortMu_;            // serializes aborts; guards the three below
   std::string firstError_;
-  uint32_t seq_ = 0;
+  std::string localAbortReason_;
+  bool pipesClosed_ = false;
 };
 
 std::unique_ptr<Communicator> Communicator::fromEnvironment() {
@@ -197,8 +265,9 @@ std::unique_ptr<Communicator> Communicator::fromEnvironment(const Options& optio
   } else {
     store = TcpStore::connect(host, static_cast<uint16_t>(port), options.timeout);
   }
+  std::string listenHost = listenAddress(options.socketIfname, host);
   return std::unique_ptr<Communicator>(new Communicator(
-      std::make_unique<Impl>(std::move(store), rank, size, options, localAddressToward(host))));
+      std::make_unique<Impl>(std::move(store), rank, size, options, listenHost)));
 }
 
 std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store, int rank,
@@ -213,7 +282,7 @@ std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store,
   if (rank < 0 || rank >= size) {
     fail(ErrorCode::kInvalidArgument, "rank {} is outside [0, {})", rank, size);
   }
-  std::string host = localAddressToward(envOr("MASTER_ADDR", "127.0.0.1"));
+  std::string host = listenAddress(options.socketIfname, envOr("MASTER_ADDR", "127.0.0.1"));
   return std::unique_ptr<Communicator>(
       new Communicator(std::make_unique<Impl>(std::move(store), rank, size, options, host)));
 }
@@ -247,6 +316,6 @@ void Communicator::barrier() {
   impl_->run(call, &byte, &byte);
 }
 
-void Communicator::abort() { impl_->aborted_.store(true); }
+void Communicator::abort() { impl_->abortFromUser(); }
 
 }  // namespace gyre

@@ -7,12 +7,21 @@
 //
 // Collectives are called in the same order on every rank (as with NCCL and Gloo).
 // Each call blocks until this rank's part is complete; buffers are host memory and
-// belong to the caller. A failure throws gyre::Error naming this rank, the peer and
-// the collective with its sequence number; the communicator is then aborted, and
-// every later call fails at once with kAborted.
+// belong to the caller. Every call carries a fingerprint (sequence number, collective,
+// dtype, op, count, root) that each receiving rank checks: ranks that call different
+// things fail with kMismatch naming both calls, before a byte is written.
+//
+// Failures (ring/failure_propagation.h): a dead peer is found at once (EOF or reset on
+// tcp, its process gone on shm), a stalled one after GYRE_TIMEOUT without progress (the
+// rank at the end of the chain of waits is named: ring/stall_inspector.h, which also
+// logs a stall report after GYRE_STALL_WARN). The error names this rank, the rank at
+// fault, the collective with its sequence number and the bytes it had moved; the
+// communicator is then aborted and tells its neighbours, so every rank fails within
+// milliseconds naming the same rank, and every later call fails at once with kAborted.
 //
 // Threads: collectives on one communicator must not be called concurrently from
-// several threads. abort() may be called from any thread at any time.
+// several threads. abort() may be called from any thread at any time: the pending call
+// ends with kAborted, the peers learn it, and destruction does not wait for anyone.
 #pragma once
 
 #include <atomic>
@@ -54,7 +63,8 @@ class Communicator {
   // Returns once every rank has entered the barrier.
   void barrier();
 
-  // Ends pending and later operations with kAborted. Any thread, any time; idempotent.
+  // Ends pending and later operations with kAborted and tells the other ranks (their
+  // pending and later calls fail naming this abort). Any thread, any time; idempotent.
   void abort();
 
   class Impl;

@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "ring/reduce.h"
+#include "ring/stall_inspector.h"
 
 namespace gyre {
 
@@ -26,35 +27,52 @@ WaitContext Primitives::waitContext() const {
   w.deadline = std::chrono::steady_clock::now() + ctx_.timeout;
   w.aborted = ctx_.aborted;
   w.spin = ctx_.spin;
+  w.observer = ctx_.inspector;
   return w;
 }
 
 void Primitives::throwMismatch(const Slice& got, size_t n) const {
   if (got.tag != tag_) {
-    fail(ErrorCode::kMismatch, "peer rank {} is running {} while this rank runs {}",
-         ctx_.left->peer(), describe(got.tag), describe(call_));
+    fail(ErrorCode::kMismatch, "rank {} runs {} but its peer rank {} runs {}", ctx_.rank,
+         describe(call_), ctx_.left->peer(), describe(got.tag));
   }
-  fail(ErrorCode::kMismatch, "peer rank {} sent a slice of {} bytes where {} expects {}",
-       ctx_.left->peer(), got.bytes, describe(call_), n * elemBytes_);
+  fail(ErrorCode::kMismatch, "peer rank {} sent a slice of {} bytes where {} on rank {} expects {}",
+       ctx_.left->peer(), got.bytes, describe(call_), ctx_.rank, n * elemBytes_);
 }
 
 Slice Primitives::receive(size_t n) {
+  if (ctx_.inspector) ctx_.inspector->at(ctx_.left->peer());
   Slice s = ctx_.left->wait(waitContext());
   if (s.tag != tag_ || s.bytes != n * elemBytes_) throwMismatch(s, n);
   return s;
 }
 
 void Primitives::receiveInto(void* dst, size_t n) {
+  if (ctx_.inspector) ctx_.inspector->at(ctx_.left->peer());
   Slice s = ctx_.left->waitInto(dst, n * elemBytes_, tag_, waitContext());
   if (s.data != dst || s.tag != tag_ || s.bytes != n * elemBytes_) throwMismatch(s, n);
+  if (ctx_.inspector) ctx_.inspector->received(n * elemBytes_);
 }
 
-std::byte* Primitives::acquire() { return ctx_.right->acquire(waitContext()); }
+void Primitives::released(size_t n) {
+  ctx_.left->release();
+  if (ctx_.inspector) ctx_.inspector->received(n * elemBytes_);
+}
 
-void Primitives::post(size_t n) { ctx_.right->post(n * elemBytes_, tag_); }
+std::byte* Primitives::acquire() {
+  if (ctx_.inspector) ctx_.inspector->at(ctx_.right->peer());
+  return ctx_.right->acquire(waitContext());
+}
+
+void Primitives::post(size_t n) {
+  ctx_.right->post(n * elemBytes_, tag_);
+  if (ctx_.inspector) ctx_.inspector->sent(n * elemBytes_);
+}
 
 void Primitives::postDirect(const void* src, size_t n) {
+  if (ctx_.inspector) ctx_.inspector->at(ctx_.right->peer());
   ctx_.right->postDirect(src, n * elemBytes_, tag_, waitContext());
+  if (ctx_.inspector) ctx_.inspector->sent(n * elemBytes_);
 }
 
 // The direct sends below read user memory after the call returns. The schedules keep
@@ -68,14 +86,14 @@ void Primitives::recvReduceSend(const void* src, size_t n) {
   std::byte* slot = acquire();
   // Intermediate steps of avg are sums; only the final step divides.
   reduceCopy(slot, nullptr, in.data, src, n, call_.dtype, call_.op, 0);
-  ctx_.left->release();
+  released(n);
   post(n);
 }
 
 void Primitives::recvReduceCopySend(const void* src, void* dst, size_t n) {
   Slice in = receive(n);
   reduceCopy(dst, nullptr, in.data, src, n, call_.dtype, call_.op, avgDivisor_);
-  ctx_.left->release();
+  released(n);
   postDirect(dst, n);
 }
 
@@ -87,7 +105,9 @@ void Primitives::recvCopySend(void* dst, size_t n) {
 void Primitives::recv(void* dst, size_t n) { receiveInto(dst, n); }
 
 void Primitives::flush() {
-  if (ctx_.right) ctx_.right->flush(waitContext());
+  if (!ctx_.right) return;
+  if (ctx_.inspector) ctx_.inspector->at(ctx_.right->peer());
+  ctx_.right->flush(waitContext());
 }
 
 }  // namespace gyre

@@ -13,7 +13,9 @@
 // the pipes' direct forms (tcp sends from and receives into the user's buffer), so a
 // hop costs no copy the transport can avoid. Every received slice must
 // carry this call's Tag and the expected length; anything else is a kMismatch error
-// naming the peer and both calls.
+// naming both ranks and both calls, raised before a byte of it is written anywhere.
+// Every pipe operation tells the StallInspector (if any) which peer it involves and
+// every slice moved, for stall reports and error messages.
 //
 // Threads: one Primitives object is used by the thread running the collective.
 #pragma once
@@ -26,12 +28,16 @@
 
 namespace gyre {
 
+class StallInspector;
+
 struct PrimitiveContext {
   RecvPipe* left = nullptr;
   SendPipe* right = nullptr;
   std::chrono::milliseconds timeout{0};
   std::chrono::microseconds spin{0};
   const std::atomic<bool>* aborted = nullptr;
+  int rank = -1;                        // this rank, for mismatch messages
+  StallInspector* inspector = nullptr;  // optional
 };
 
 class Primitives {
@@ -54,6 +60,7 @@ class Primitives {
   WaitContext waitContext() const;
   Slice receive(size_t n);
   void receiveInto(void* dst, size_t n);
+  void released(size_t n);  // releases the slice from receive(), counting its bytes
   [[noreturn]] void throwMismatch(const Slice& got, size_t n) const;
   std::byte* acquire();
   void post(size_t n);

@@ -48,7 +48,11 @@ void expectNoAllocations(TransportKind transport) {
         comm.allReduce(b.data(), b.data(), count, DataType::kFloat32, ReduceOp::kAvg);
       }
     }
+    // No rank may exit (and disconnect from rank 0's store thread, which allocates
+    // then) before every rank has read its counter.
+    comm.barrier();
     const long made = gAllocations.load() - before;
+    comm.barrier();
     testing::check(made == 0, "rank {}: {} heap allocations in 120 all-reduces", comm.rank(),
                    made);
   }, o);

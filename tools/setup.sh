@@ -12,6 +12,7 @@ packages=(
   libopenblas-dev zlib1g-dev                      # gyre-train: BLAS, gzip'd IDX files
   dataset-fashion-mnist                           # gyre-train's data
   iproute2                                        # multi-host tests in network namespaces
+  clang                                           # libFuzzer targets (fuzz/)
 )
 
 missing=()

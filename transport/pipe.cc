@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include <fmt/format.h>
+
 namespace gyre {
 
 // Defaults for transports whose slots are already the cheapest path (shm: the slot is
@@ -20,6 +22,11 @@ Slice RecvPipe::waitInto(void* dst, size_t bytes, const Tag& expect, const WaitC
   release();
   s.data = static_cast<const std::byte*>(dst);
   return s;
+}
+
+std::string describePeerAbort(int peer, const PeerStatus& s) {
+  return fmt::format("peer rank {} aborted: rank {} reported {}", peer, s.reporter,
+                     s.reason.empty() ? std::string("a failure") : s.reason);
 }
 
 }  // namespace gyre

@@ -15,6 +15,13 @@
 // Errors: every wait is bounded by WaitContext (deadline, abort flag) and throws
 // gyre::Error (kTimeout, kAborted, kRemoteError naming the peer rank). The caller adds
 // the collective's name and sequence number.
+//
+// Status, out of band of the slots: each end can publish a PeerStatus to the other end
+// (this rank waits and for whom, resumed, or aborted and why). Transports carry it and
+// hand the latest one to the WaitObserver of a sleeping wait; only the communicator
+// interprets it (ring/failure_propagation.h, ring/stall_inspector.h). publish(kAborted)
+// also closes the end: the other end fails at once with PeerAbortError naming the cause,
+// after it has received whatever was sent before.
 #pragma once
 
 #include <atomic>
@@ -22,6 +29,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
+
+#include "base/error.h"
 
 namespace gyre {
 
@@ -42,10 +52,54 @@ struct Tag {
 };
 static_assert(sizeof(Tag) == 24, "Tag is part of the wire format");
 
+// What one end of a pipe tells the other about its rank (see the file comment).
+struct PeerStatus {
+  enum class State : uint8_t { kWaiting = 1, kResumed = 2, kAborted = 3 };
+  State state = State::kWaiting;
+  ErrorCode code = ErrorCode::kRemoteError;  // kAborted: the code of the failure
+  int writer = -1;     // the rank that published it
+  int suspect = -1;    // kWaiting: where its chain of waits ends; kAborted: the rank at fault
+  int reporter = -1;   // kAborted: the rank that detected the failure
+  uint32_t seq = 0;    // the writer's collective sequence number
+  uint8_t hops = 0;    // kWaiting: waits in the chain from the writer to the suspect
+  std::string reason;  // kAborted: what the reporter saw (at most kMaxReasonBytes)
+
+  static constexpr size_t kMaxReasonBytes = 224;
+};
+
+// Thrown by a pipe whose other end published kAborted, once nothing it sent before that
+// is left to deliver. Carries the status so the communicator can name the origin.
+class PeerAbortError : public Error {
+ public:
+  PeerAbortError(const std::string& message, PeerStatus status)
+      : Error(ErrorCode::kRemoteError, message), status_(std::move(status)) {}
+  const PeerStatus& status() const { return status_; }
+
+ private:
+  PeerStatus status_;
+};
+
+// "peer rank P aborted: rank R reported <reason>": how a pipe names a peer's abort.
+std::string describePeerAbort(int peer, const PeerStatus& status);
+
+// Told about every wait that sleeps: called on the waiting thread about every 10 ms
+// while the wait sleeps (never while it spins) and never with a pipe lock held. `since`
+// is when the wait began; `status` the latest the other end published (nullptr: none,
+// or it resumed since). May publish on any pipe, this one included, and may throw.
+class WaitObserver {
+ public:
+  virtual void waiting(int peer, const char* what, std::chrono::steady_clock::time_point since,
+                       const PeerStatus* status) = 0;
+
+ protected:
+  ~WaitObserver() = default;
+};
+
 struct WaitContext {
   std::chrono::steady_clock::time_point deadline;
   const std::atomic<bool>* aborted = nullptr;  // set by Communicator::abort()
   std::chrono::microseconds spin{50};          // spin this long before sleeping
+  WaitObserver* observer = nullptr;            // stall reports and blame (optional)
 };
 
 struct Slice {
@@ -71,6 +125,12 @@ class SendPipe {
   // It takes one credit like a slot. The caller keeps src unchanged until the slice
   // has left this rank: until flush(), or until the schedule proves the peer has it.
   virtual void postDirect(const void* src, size_t bytes, const Tag& tag, const WaitContext& ctx);
+
+  // Tells the receiving end this rank's status (best effort; never waits on the peer for
+  // long). kAborted also closes this end for good: later calls throw kAborted, and the
+  // receiver fails with PeerAbortError after the slices posted before. Any thread, also
+  // concurrently with the pipe's user thread.
+  virtual void publish(const PeerStatus& status) = 0;
 };
 
 class RecvPipe {
@@ -89,6 +149,10 @@ class RecvPipe {
   // nothing is written or consumed and the Slice describes what did arrive (its data
   // points into the slot), so the caller can report the mismatch.
   virtual Slice waitInto(void* dst, size_t bytes, const Tag& expect, const WaitContext& ctx);
+
+  // Tells the sending end this rank's status, as SendPipe::publish (a sender waiting for
+  // credits fails with PeerAbortError once this end published kAborted).
+  virtual void publish(const PeerStatus& status) = 0;
 };
 
 }  // namespace gyre

@@ -177,6 +177,8 @@ void setNonBlocking(int fd, bool on) {
 void setNoDelay(int fd) {
   int one = 1;
   if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0) {
+    // A stream that is not TCP (a socketpair in a test or fuzzer) has no Nagle to turn off.
+    if (errno == EOPNOTSUPP || errno == ENOPROTOOPT) return;
     failSystem(errno, "setsockopt(TCP_NODELAY)");
   }
 }

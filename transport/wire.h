@@ -1,5 +1,6 @@
-// Wire formats of the transports: the connection handshake and the frame header
-// that precedes every slice on a byte stream (tcp).
+// Wire formats of the transports: the connection handshake, the frame header that
+// precedes every slice on a byte stream (tcp), and the status record (transport/pipe.h,
+// PeerStatus) that travels in control frames (tcp) or in the segment header (shm).
 //
 // Contract: fixed-size, little-endian (the only byte order gyre runs on), plain
 // structs. The decode/validate functions are pure: they take the bytes received from
@@ -58,17 +59,50 @@ struct HelloExpectation {
 std::optional<std::string> checkHello(const void* bytes, size_t n, const HelloExpectation& expect,
                                       Hello* out);
 
-// Header before each slice on a stream transport.
+// Header before each slice on a stream transport. A control frame (kControlMagic)
+// carries one StatusRecord instead of a slice: it takes no slot and no credit, and it
+// is the only kind of frame that may travel from a receiver back to its sender.
 struct FrameHeader {
   uint32_t magic = kMagic;
   uint32_t bytes = 0;  // payload bytes that follow
   Tag tag;
-  static constexpr uint32_t kMagic = 0x46525947;  // "GYRF"
+  static constexpr uint32_t kMagic = 0x46525947;         // "GYRF"
+  static constexpr uint32_t kControlMagic = 0x43525947;  // "GYRC"
+  bool isControl() const { return magic == kControlMagic; }
 };
 static_assert(sizeof(FrameHeader) == 32, "FrameHeader is part of the wire format");
 
-// Checks a received header against the receiving slot size.
+// Checks a received header against the receiving slot size: a data frame fits a slot, a
+// control frame holds exactly one StatusRecord.
 std::optional<std::string> checkFrameHeader(const void* bytes, size_t n, size_t slotBytes,
                                             FrameHeader* out);
+
+// PeerStatus on the wire: fixed size, the reason NUL-padded.
+struct StatusRecord {
+  uint32_t magic = kMagic;
+  uint8_t state = 0;  // PeerStatus::State
+  uint8_t code = 0;   // gyre::ErrorCode (kAborted)
+  uint8_t hops = 0;
+  uint8_t reserved = 0;
+  int32_t writer = -1;
+  int32_t suspect = -1;
+  int32_t reporter = -1;
+  uint32_t seq = 0;
+  uint32_t reasonBytes = 0;
+  uint32_t reserved2 = 0;
+  std::array<char, PeerStatus::kMaxReasonBytes> reason{};
+  static constexpr uint32_t kMagic = 0x53525947;  // "GYRS"
+};
+static_assert(sizeof(StatusRecord) == 256, "StatusRecord is part of the wire format");
+
+// Encodes a status; a longer reason is cut at kMaxReasonBytes.
+StatusRecord encodeStatus(const PeerStatus& status);
+
+// Decodes `n` bytes from a peer into a PeerStatus and checks every field: the state and
+// code are known values, ranks lie in [-1, worldSize) (worldSize 0: any rank >= -1), the
+// reason length fits; bytes of the reason outside printable ASCII become '?', so a peer
+// cannot put control sequences into our logs. Returns the reason on failure.
+std::optional<std::string> checkStatusRecord(const void* bytes, size_t n, int worldSize,
+                                             PeerStatus* out);
 
 }  // namespace gyre

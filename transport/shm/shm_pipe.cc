@@ -1,20 +1,16 @@
 #include "transport/shm/shm_pipe.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <new>
 #include <thread>
 
 #include "base/error.h"
 #include "base/log.h"
+#include "transport/shm/peer_process.h"
 
 namespace gyre {
 
@@ -34,62 +30,14 @@ long elapsedMs(Clock::time_point since) {
       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since).count());
 }
 
-}  // namespace
-
-// Whether the process at the other end of a pipe still runs. pidfd_open(2) (Linux 5.3)
-// names the process itself, so pid reuse cannot fool it, and poll() says POLLIN once it
-// has exited (zombie or reaped). Without pidfds: kill(pid, 0), which succeeds on a
-// zombie, so /proc/<pid>/stat's state field is read as well.
-class PeerProcess {
- public:
-  explicit PeerProcess(pid_t pid) : pid_(pid) {
-#ifdef SYS_pidfd_open
-    pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-    if (pidfd_ < 0 && errno == ESRCH) gone_ = true;
-#endif
-  }
-  ~PeerProcess() {
-    if (pidfd_ >= 0) ::close(pidfd_);
-  }
-  PeerProcess(const PeerProcess&) = delete;
-  PeerProcess& operator=(const PeerProcess&) = delete;
-
-  bool gone() {
-    if (!gone_) gone_ = pidfd_ >= 0 ? pidfdSaysGone() : fallbackSaysGone();
-    return gone_;
-  }
-
- private:
-  bool pidfdSaysGone() const {
-    struct pollfd p = {pidfd_, POLLIN, 0};
-    return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
-  }
-
-  bool fallbackSaysGone() const {
-    if (::kill(pid_, 0) != 0 && errno == ESRCH) return true;
-    std::ifstream stat("/proc/" + std::to_string(pid_) + "/stat");
-    std::string line;
-    if (!std::getline(stat, line)) return false;  // no /proc: trust kill()
-    // "pid (comm) S ...": comm may hold spaces and parentheses, so use the last ')'.
-    size_t close = line.rfind(')');
-    if (close == std::string::npos || close + 2 >= line.size()) return false;
-    char state = line[close + 2];
-    return state == 'Z' || state == 'X' || state == 'x';
-  }
-
-  pid_t pid_;
-  int pidfd_ = -1;
-  bool gone_ = false;
-};
-
-namespace {
-
 // Waits until ready(), throwing what a pipe must throw. ready() also returns true when
-// the other end closed; the caller tells the two apart. Spins once (ctx.spin), then
-// sleeps on `bell` in slices, checking the peer's process between slices.
+// either end closed; the caller tells the cases apart. Spins once (ctx.spin), then sleeps
+// on `bell` in slices, checking the peer's process and showing the observer the peer's
+// status (`peerStatus`, a StatusSlot) between slices.
 template <typename Ready>
 void waitOn(Doorbell& bell, Ready&& ready, const WaitContext& ctx, PeerProcess& peer, int peerRank,
-            pid_t peerPid, const char* what, const std::string& name) {
+            pid_t peerPid, const char* what, const std::string& name,
+            const StatusSlot& peerStatus) {
   if (ready()) return;
   const auto start = Clock::now();
   WaitContext slice = ctx;
@@ -114,8 +62,25 @@ void waitOn(Doorbell& bell, Ready&& ready, const WaitContext& ctx, PeerProcess& 
            "timed out after {} ms waiting for {} from peer rank {} (pid {}) on shm pipe {}",
            elapsedMs(start), what, peerRank, peerPid, name);
     }
+    if (ctx.observer) {
+      PeerStatus status;
+      bool waiting = readStatus(peerStatus, &status) && status.state == PeerStatus::State::kWaiting;
+      ctx.observer->waiting(peerRank, what, start, waiting ? &status : nullptr);
+    }
     slice.spin = std::chrono::microseconds(0);  // spin once per wait, not per slice
   }
+}
+
+// The error for a pipe whose other end closed: its abort status if it published one.
+[[noreturn]] void throwPeerClosed(const StatusSlot& peerStatus, int peerRank, pid_t peerPid,
+                                  const std::string& name, const char* what) {
+  PeerStatus status;
+  if (readStatus(peerStatus, &status) && status.state == PeerStatus::State::kAborted) {
+    throw PeerAbortError(describePeerAbort(peerRank, status), status);
+  }
+  fail(ErrorCode::kRemoteError,
+       "peer rank {} (pid {}) closed shm pipe {} while this rank waited for {}", peerRank, peerPid,
+       name, what);
 }
 
 // Reads a field the other process could rewrite at any time exactly once, so that the
@@ -225,15 +190,18 @@ Slice ShmRecvPipe::wait(const WaitContext& ctx) {
   if (holding_) return held_;
   auto ready = [this] {
     return header_->posted.load(std::memory_order_acquire) != released_ ||
-           header_->senderClosed.load(std::memory_order_acquire) != 0;
+           header_->senderClosed.load(std::memory_order_acquire) != 0 ||
+           localAbort_.load(std::memory_order_acquire);
   };
   waitOn(header_->postedBell, ready, ctx, *peerProcess_, peerRank_, peerPid_, "a posted slice",
-         segment_.name());
+         segment_.name(), header_->senderStatus);
   uint64_t posted = header_->posted.load(std::memory_order_acquire);
   if (posted == released_) {
-    fail(ErrorCode::kRemoteError,
-         "peer rank {} (pid {}) closed shm pipe {} while this rank waited for a posted slice",
-         peerRank_, peerPid_, segment_.name());
+    if (localAbort_.load(std::memory_order_acquire)) {
+      fail(ErrorCode::kAborted, "this rank aborted: the pipe from peer rank {} is closed",
+           peerRank_);
+    }
+    throwPeerClosed(header_->senderStatus, peerRank_, peerPid_, segment_.name(), "a posted slice");
   }
   if (posted - released_ > geo_.slots) {  // also catches a counter that went backwards
     fail(ErrorCode::kRemoteError,
@@ -253,6 +221,17 @@ Slice ShmRecvPipe::wait(const WaitContext& ctx) {
   std::memcpy(&held_.tag, &desc.tag, sizeof(Tag));
   holding_ = true;
   return held_;
+}
+
+void ShmRecvPipe::publish(const PeerStatus& status) {
+  std::lock_guard<std::mutex> lock(publishMu_);
+  if (localAbort_.load(std::memory_order_relaxed)) return;
+  writeStatus(header_->receiverStatus, status);
+  if (status.state != PeerStatus::State::kAborted) return;
+  localAbort_.store(true, std::memory_order_release);
+  header_->receiverClosed.store(1, std::memory_order_release);
+  header_->releasedBell.ring(/*shared=*/true);  // the sender, waiting for a credit
+  header_->postedBell.ring(/*shared=*/true);    // our own user thread, waiting for a slice
 }
 
 void ShmRecvPipe::release() {
@@ -400,10 +379,14 @@ std::byte* ShmSendPipe::acquire(const WaitContext& ctx) {
   auto ready = [this] {
     uint64_t released = header_->released.load(std::memory_order_acquire);
     return released > posted_ || posted_ - released < geo_.slots ||
-           header_->receiverClosed.load(std::memory_order_acquire) != 0;
+           header_->receiverClosed.load(std::memory_order_acquire) != 0 ||
+           localAbort_.load(std::memory_order_acquire);
   };
   waitOn(header_->releasedBell, ready, ctx, *peerProcess_, peerRank_, peerPid_,
-         "a free slot (a released slice)", name());
+         "a free slot (a released slice)", name(), header_->receiverStatus);
+  if (localAbort_.load(std::memory_order_acquire)) {
+    fail(ErrorCode::kAborted, "this rank aborted: the pipe to peer rank {} is closed", peerRank_);
+  }
   uint64_t released = header_->released.load(std::memory_order_acquire);
   if (released > posted_) {
     fail(ErrorCode::kRemoteError,
@@ -411,9 +394,7 @@ std::byte* ShmSendPipe::acquire(const WaitContext& ctx) {
          peerRank_, released, posted_);
   }
   if (posted_ - released >= geo_.slots) {
-    fail(ErrorCode::kRemoteError,
-         "peer rank {} (pid {}) closed shm pipe {} while this rank waited for a free slot",
-         peerRank_, peerPid_, name());
+    throwPeerClosed(header_->receiverStatus, peerRank_, peerPid_, name(), "a free slot");
   }
   acquired_ = true;
   return slots_ + index * geo_.slotStride;
@@ -433,6 +414,17 @@ void ShmSendPipe::post(size_t bytes, const Tag& tag) {
   // Release: the payload, tag and size above are visible before the new count.
   header_->posted.store(posted_, std::memory_order_release);
   header_->postedBell.ring(/*shared=*/true);
+}
+
+void ShmSendPipe::publish(const PeerStatus& status) {
+  std::lock_guard<std::mutex> lock(publishMu_);
+  if (localAbort_.load(std::memory_order_relaxed)) return;
+  writeStatus(header_->senderStatus, status);
+  if (status.state != PeerStatus::State::kAborted) return;
+  localAbort_.store(true, std::memory_order_release);
+  header_->senderClosed.store(1, std::memory_order_release);
+  header_->postedBell.ring(/*shared=*/true);    // the receiver, waiting for a slice
+  header_->releasedBell.ring(/*shared=*/true);  // our own user thread, waiting for a credit
 }
 
 void ShmSendPipe::flush(const WaitContext& ctx) {

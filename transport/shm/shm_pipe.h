@@ -26,6 +26,12 @@
 // timeout; pidfd_open with kill(pid, 0) and /proc/<pid>/stat as fallbacks). A pipe whose
 // other end was destroyed (its process still alive) fails the same way, "closed".
 //
+// Status (pipe.h): each end has a status slot in the header that only it writes (a
+// seqlock over atomic words); the other end reads it in every sleeping slice of a wait
+// and when it finds the pipe closed. publish(kAborted) writes the slot, then sets this
+// end's closed flag and rings the other end's doorbell, so the peer fails at once with
+// PeerAbortError naming the cause (after the slices posted before it).
+//
 // Trust: everything read from the shared header is validated on open (magic, version,
 // sizes against the mapped size), each side keeps private copies of the geometry, and
 // every slice's size and every counter read is checked, so a bogus or corrupted segment
@@ -48,18 +54,20 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "transport/doorbell.h"
 #include "transport/pipe.h"
 #include "transport/shm/shm_segment.h"
+#include "transport/wire.h"
 
 namespace gyre {
 
 namespace shm_layout {
 
 inline constexpr uint64_t kMagic = 0x316d687365727967ull;  // "gyreshm1", little-endian
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;                    // 2: status slots
 inline constexpr size_t kCacheLine = 64;
 inline constexpr size_t kPage = 4096;
 // Bounds checked on both sides: they keep K * B far from overflow, and K fits any ring.
@@ -78,6 +86,15 @@ struct alignas(kCacheLine) SlotDesc {
   uint64_t bytes;
 };
 static_assert(sizeof(SlotDesc) == kCacheLine);
+
+// A StatusRecord (wire.h) that one end publishes: a seqlock (version odd while the
+// writer writes, 0 = never written) over words that only that end stores.
+struct StatusSlot {
+  std::atomic<uint32_t> version;
+  uint32_t reserved;
+  std::atomic<uint64_t> words[sizeof(StatusRecord) / sizeof(uint64_t)];
+};
+static_assert(sizeof(StatusRecord) % sizeof(uint64_t) == 0);
 
 // The segment: Header, then K SlotDescs, then (page-aligned) K slots of `slotStride`
 // bytes. The producer side (posted counter, its doorbell, senderClosed) and the consumer
@@ -102,7 +119,15 @@ struct Header {
   alignas(kCacheLine) std::atomic<uint64_t> released;  // slices released, ever (receiver)
   std::atomic<uint32_t> receiverClosed;                // receiver's end destroyed
   Doorbell releasedBell;                               // the sender sleeps here
+
+  alignas(kCacheLine) StatusSlot senderStatus;    // written by the sender only
+  alignas(kCacheLine) StatusSlot receiverStatus;  // written by the receiver only
 };
+
+// Publishes `status` in `slot` (one writer at a time), and reads the latest one: false
+// when none was written, the writer is mid-way, or the record is not valid.
+void writeStatus(StatusSlot& slot, const PeerStatus& status);
+bool readStatus(const StatusSlot& slot, PeerStatus* out);
 
 struct Geometry {
   size_t slots = 0;
@@ -118,7 +143,7 @@ Geometry geometry(size_t slots, size_t slotBytes);
 
 }  // namespace shm_layout
 
-class PeerProcess;  // liveness of the process at the other end (shm_pipe.cc)
+class PeerProcess;  // liveness of the process at the other end (peer_process.h)
 
 class ShmRecvPipe : public RecvPipe {
  public:
@@ -134,6 +159,7 @@ class ShmRecvPipe : public RecvPipe {
 
   Slice wait(const WaitContext& ctx) override;  // calling again before release(): same slice
   void release() override;
+  void publish(const PeerStatus& status) override;
   size_t slotBytes() const override { return geo_.slotBytes; }
   int peer() const override { return peerRank_; }
 
@@ -162,6 +188,8 @@ class ShmRecvPipe : public RecvPipe {
   bool holding_ = false;   // a slice was returned by wait() and not released yet
   Slice held_;
   bool unlinked_ = false;
+  std::mutex publishMu_;  // one status writer at a time
+  std::atomic<bool> localAbort_{false};
 };
 
 class ShmSendPipe : public SendPipe {
@@ -184,6 +212,7 @@ class ShmSendPipe : public SendPipe {
   std::byte* acquire(const WaitContext& ctx) override;  // again before post(): same slot
   void post(size_t bytes, const Tag& tag) override;
   void flush(const WaitContext& ctx) override;
+  void publish(const PeerStatus& status) override;
   size_t slotBytes() const override { return geo_.slotBytes; }
   int peer() const override { return peerRank_; }
   const std::string& name() const { return name_; }
@@ -206,6 +235,8 @@ class ShmSendPipe : public SendPipe {
   std::unique_ptr<PeerProcess> peerProcess_;
   uint64_t posted_ = 0;  // slices posted so far (== the next slot to fill)
   bool acquired_ = false;
+  std::mutex publishMu_;  // one status writer at a time
+  std::atomic<bool> localAbort_{false};
 };
 
 }  // namespace gyre

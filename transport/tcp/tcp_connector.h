@@ -7,7 +7,11 @@
 // gyre::Error naming the ranks still missing when the deadline passes. A connection
 // whose handshake is wrong (bytes from another job, another communicator, another
 // protocol version, garbage) is logged and closed, and the listener keeps accepting:
-// a stray client cannot stop a job from forming. Thread-safe (no shared state).
+// a stray client cannot stop a job from forming. Handshakes are read concurrently (at
+// most 64 at once, each within 5 s; garbage is refused at its first bytes), so a silent,
+// truncated or flooding client delays no real peer; a refused gyre peer gets a
+// refusal reply, so it fails saying so instead of timing out. The first 10 refusals
+// are logged one by one, the rest as a count. Thread-safe (no shared state).
 #pragma once
 
 #include <map>

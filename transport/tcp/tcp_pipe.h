@@ -10,19 +10,30 @@
 // oldest is complete. Kernel socket buffers are left to autotune (pinning a small
 // SO_SNDBUF is what stalls Gloo on delayed ACKs; see shared/peers/README.md).
 //
+// Status (pipe.h): a published PeerStatus travels as a control frame (wire.h), from the
+// sender between two data frames, from the receiver back on the otherwise unused
+// direction of the connection; TcpProgress's thread reads those replies as they come,
+// so a sender learns of a receiver that aborted or vanished even while it is idle.
+// publish(kAborted) finishes the frame being written (at most kAbortSendBudget), sends
+// the status and shuts the socket down: the peer reads everything sent before, then
+// the status, then EOF.
+//
 // Threads: as pipe.h (one user thread per pipe); TcpSendPipe is also touched by the
-// progress thread, under its mutex. Errors name the peer rank; a closed or reset
-// connection is kRemoteError at once, not after the timeout.
+// progress thread, under its mutex; publish() may come from any thread. Errors name the
+// peer rank; a closed or reset connection is kRemoteError at once, not after the
+// timeout. After a wait threw, a pipe is only good for publish() and destruction.
 #pragma once
 
 #include <atomic>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/error.h"
 #include "transport/pipe.h"
 #include "transport/socket.h"
+#include "transport/tcp/tcp_control.h"
 #include "transport/wire.h"
 
 namespace gyre {
@@ -31,33 +42,44 @@ class TcpProgress;
 
 class TcpSendPipe final : public SendPipe {
  public:
-  TcpSendPipe(Fd fd, int peer, size_t slots, size_t slotBytes, TcpProgress* progress);
+  // worldSize bounds the ranks a peer may name in a status (0: unchecked).
+  TcpSendPipe(Fd fd, int peer, size_t slots, size_t slotBytes, TcpProgress* progress,
+              int worldSize = 0);
   ~TcpSendPipe() override;
 
   std::byte* acquire(const WaitContext& ctx) override;
   void post(size_t bytes, const Tag& tag) override;
   void postDirect(const void* src, size_t bytes, const Tag& tag, const WaitContext& ctx) override;
   void flush(const WaitContext& ctx) override;
+  void publish(const PeerStatus& status) override;
   size_t slotBytes() const override { return slotBytes_; }
   int peer() const override { return peer_; }
 
-  // For TcpProgress: whether posted bytes are still unsent, the socket, and one
-  // non-blocking attempt to send them (returns true if anything remains).
+  // For TcpProgress: whether posted bytes or a control frame are still unsent, the
+  // socket, one non-blocking attempt to send (returns true if anything remains),
+  // whether replies from the receiver are still to be read, and reading them.
   bool hasPending() const;
   int fd() const { return fd_.get(); }
   bool writePending();
+  bool watchesReplies() const { return watchReplies_.load(std::memory_order_acquire); }
+  void readReplies();
 
  private:
   bool writePendingLocked();  // requires mu_
-  void publish(const std::byte* payload, size_t bytes, const Tag& tag);
+  bool writeControlLocked();  // requires mu_; true when the control frame is fully out
+  void readRepliesLocked();   // requires mu_
+  void failLocked(ErrorCode code, std::string message);  // requires mu_
+  void shutdownLocked();      // requires mu_
+  void publishData(const std::byte* payload, size_t bytes, const Tag& tag);
   template <typename Pred>
   void waitUntil(Pred pred, const WaitContext& ctx, const char* what);
-  void throwIfFailed() const;
+  void throwIfFailed();
 
   Fd fd_;
   const int peer_;
   const size_t slots_;
   const size_t slotBytes_;
+  const int worldSize_;
   TcpProgress* const progress_;
   std::vector<std::byte> buffer_;     // slots_ * slotBytes_, allocated once
   std::vector<FrameHeader> headers_;  // one per slot
@@ -66,39 +88,69 @@ class TcpSendPipe final : public SendPipe {
   std::atomic<uint64_t> completed_{0};  // slots fully in the kernel; under mu_
   size_t offset_ = 0;                   // bytes of slot `completed_` already sent; under mu_
   std::mutex mu_;
+  // Control frames, under mu_: `queued_` waits for the next frame boundary, then moves
+  // to `inFlight_` (controlSent_ bytes of it out). A newer status replaces a queued one.
+  std::optional<ControlFrame> queued_, inFlight_;
+  size_t controlSent_ = 0;
+  bool closeAfterControl_ = false;  // the status in flight is kAborted
+  bool closed_ = false;             // shut down after an abort; nothing more is written
+  std::atomic<bool> controlPending_{false};
+  // Replies from the receiver, under mu_.
+  ControlReader replies_;
+  std::optional<PeerStatus> peerStatus_;  // its latest kWaiting
+  std::atomic<bool> watchReplies_{true};  // until EOF or an error on the return path
+  std::atomic<bool> peerGone_{false};     // the return path ended: the receiver closed
   std::atomic<bool> failed_{false};
+  std::atomic<bool> localAbort_{false};
   ErrorCode failCode_ = ErrorCode::kRemoteError;  // set once before failed_
   std::string failMessage_;
+  std::optional<PeerStatus> failStatus_;  // the receiver's kAborted status, if that was it
 };
 
 class TcpRecvPipe final : public RecvPipe {
  public:
-  TcpRecvPipe(Fd fd, int peer, size_t slots, size_t slotBytes);
+  TcpRecvPipe(Fd fd, int peer, size_t slots, size_t slotBytes, int worldSize = 0);
 
   Slice wait(const WaitContext& ctx) override;
   void release() override;
   Slice waitInto(void* dst, size_t bytes, const Tag& expect, const WaitContext& ctx) override;
+  void publish(const PeerStatus& status) override;
   size_t slotBytes() const override { return slotBytes_; }
   int peer() const override { return peer_; }
 
  private:
-  // Reads whatever the socket has into free slots; throws on EOF, reset or a bad frame.
+  // One step of reading the frame in progress: false when the socket has nothing more
+  // now, the stream ended (closed_), or a data frame needs a slot that is not free.
+  // Throws on a bad frame or status.
+  bool readStep();
   void readAvailable();
-  // Reads into the current frame's header only; true once it is complete.
-  bool readHeader();
-  // Waits for readiness of the socket for one slice of the wait loop.
-  void waitReadable(const WaitContext& ctx, Clock::time_point spinUntil);
-  [[noreturn]] void throwClosed(int err) const;
+  bool dataHeaderReady() const;
+  // Throws what a wait must throw once no frame is left and the stream is over.
+  [[noreturn]] void throwClosed() const;
+  void waitReadable(const WaitContext& ctx, Clock::time_point since, Clock::time_point spinUntil);
+  void flushRepliesLocked(Clock::time_point until);  // requires writeMu_
 
   Fd fd_;
   const int peer_;
   const size_t slots_;
   const size_t slotBytes_;
+  const int worldSize_;
   std::vector<std::byte> buffer_;
   std::vector<FrameHeader> headers_;
   uint64_t received_ = 0;  // complete frames
   uint64_t released_ = 0;  // frames handed back; frame released_ is the next wait()
-  size_t partial_ = 0;     // bytes of frame `received_` read so far (header + payload)
+  FrameHeader next_;       // the frame being read
+  StatusRecord control_;   // its payload, when it is a control frame
+  size_t partial_ = 0;     // bytes of it read so far (header + payload)
+  bool closed_ = false;    // EOF or an error ends the stream (closeErr_: 0 = EOF)
+  int closeErr_ = 0;
+  std::optional<PeerStatus> peerStatus_;  // the sender's latest kWaiting
+  std::optional<PeerStatus> peerAbort_;   // the sender's kAborted
+  // The return path (statuses to the sender), under writeMu_.
+  std::mutex writeMu_;
+  std::vector<std::byte> unsent_;
+  bool writeClosed_ = false;
+  std::atomic<bool> localAbort_{false};
 };
 
 }  // namespace gyre

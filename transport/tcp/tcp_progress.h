@@ -1,9 +1,12 @@
-// TcpProgress: the thread that finishes sends the sender could not complete inline.
+// TcpProgress: the thread that finishes sends the sender could not complete inline, and
+// reads what receivers send back (control frames: a status, an abort, or EOF).
 //
 // A TcpSendPipe writes on post(); when the kernel's socket buffer is full, the rest is
-// left here. The thread sleeps in poll() on an eventfd and on the sockets of pipes
-// with pending bytes, so it costs nothing while no send is pending (no spinning: the
-// machines run more ranks than cores). One per communicator transport.
+// left here. The thread sleeps in poll() on an eventfd, on the sockets of pipes with
+// pending bytes (POLLOUT) and on every send socket's return path (POLLIN, which only
+// wakes it when a receiver reports something or goes away), so it costs nothing while
+// no send is pending (no spinning: the machines run more ranks than cores). One per
+// communicator transport.
 //
 // Threads: wake() from any thread; add() before start of traffic; the destructor joins.
 #pragma once
