@@ -95,8 +95,8 @@ Options Options::fromEnvironment() {
     std::string s(v);
     if (s == "auto") o.algo = AlgoKind::kAuto;
     else if (s == "ring") o.algo = AlgoKind::kRing;
-    else if (s == "tree") o.algo = AlgoKind::kTree;
-    else fail(ErrorCode::kInvalidArgument, "GYRE_ALGO='{}': use auto, ring or tree", s);
+    else if (s == "rd") o.algo = AlgoKind::kRecursiveDoubling;
+    else fail(ErrorCode::kInvalidArgument, "GYRE_ALGO='{}': use auto, ring or rd", s);
   }
   if (const char* v = env("GYRE_NSOCKS")) o.socketsPerPeer = parseInteger(v, "GYRE_NSOCKS", 1, 16);
   if (const char* v = env("GYRE_SOCKET_IFNAME")) o.socketIfname = v;

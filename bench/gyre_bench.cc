@@ -241,7 +241,7 @@ const char* transportName(TransportKind k) {
   return k == TransportKind::kTcp ? "tcp" : k == TransportKind::kShm ? "shm" : "auto";
 }
 const char* algoName(AlgoKind k) {
-  return k == AlgoKind::kRing ? "ring" : k == AlgoKind::kTree ? "tree" : "auto";
+  return k == AlgoKind::kRing ? "ring" : k == AlgoKind::kRecursiveDoubling ? "rd" : "auto";
 }
 
 // nccl-tests' header. The "Rank" lines need every rank's pid and host: each rank writes

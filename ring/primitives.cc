@@ -104,6 +104,15 @@ void Primitives::recvCopySend(void* dst, size_t n) {
 
 void Primitives::recv(void* dst, size_t n) { receiveInto(dst, n); }
 
+void Primitives::recvReduce(const void* src, void* dst, size_t n, bool receivedIsLower,
+                            bool finalStep) {
+  Slice in = receive(n);
+  const void* first = receivedIsLower ? static_cast<const void*>(in.data) : src;
+  const void* second = receivedIsLower ? src : static_cast<const void*>(in.data);
+  reduceCopy(dst, nullptr, first, second, n, call_.dtype, call_.op, finalStep ? avgDivisor_ : 0);
+  released(n);
+}
+
 void Primitives::flush() {
   if (!ctx_.right) return;
   if (ctx_.inspector) ctx_.inspector->at(ctx_.right->peer());

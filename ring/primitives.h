@@ -52,6 +52,10 @@ class Primitives {
   void recvReduceCopySend(const void* src, void* dst, size_t n);
   void recvCopySend(void* dst, size_t n);
   void recv(void* dst, size_t n);
+  // left op src -> dst, no send (recursive doubling's exchange). The lower rank's
+  // operand goes first so both partners compute the same bits; finalStep applies
+  // avg's division.
+  void recvReduce(const void* src, void* dst, size_t n, bool receivedIsLower, bool finalStep);
 
   // Waits until every posted slice has left this rank.
   void flush();

@@ -71,8 +71,11 @@ void checkAllReduce(Communicator& comm, DataType t, ReduceOp op, size_t count, b
 
 class AllReduceRanks : public ::testing::TestWithParam<std::tuple<Wiring, int>> {};
 
-TEST_P(AllReduceRanks, EveryDtypeOpAndEdgeCount) {
-  const auto [wiring, n] = GetParam();
+// Every dtype, op and edge count under each algorithm: the small counts take recursive
+// doubling under auto, so the ring is forced once too.
+void everyDtypeOpAndEdgeCount(Wiring wiring, int n, AlgoKind algo) {
+  SpawnOptions o = testOptions(512 * 1024, wiring);
+  o.options.algo = algo;
   spawn(n, [n = n](Communicator& comm) {
     check(comm.size() == n && comm.rank() >= 0 && comm.rank() < n, "bad rank/size");
     const size_t counts[] = {0, 1, static_cast<size_t>(n - 1), 1009};
@@ -84,7 +87,17 @@ TEST_P(AllReduceRanks, EveryDtypeOpAndEdgeCount) {
         }
       }
     }
-  }, testOptions(512 * 1024, wiring));
+  }, o);
+}
+
+TEST_P(AllReduceRanks, EveryDtypeOpAndEdgeCount) {
+  const auto [wiring, n] = GetParam();
+  everyDtypeOpAndEdgeCount(wiring, n, AlgoKind::kAuto);
+}
+
+TEST_P(AllReduceRanks, EveryDtypeOpAndEdgeCountRing) {
+  const auto [wiring, n] = GetParam();
+  everyDtypeOpAndEdgeCount(wiring, n, AlgoKind::kRing);
 }
 
 TEST_P(AllReduceRanks, LargerThanAllSlots) {
