@@ -98,7 +98,6 @@ Options Options::fromEnvironment() {
     else if (s == "rd") o.algo = AlgoKind::kRecursiveDoubling;
     else fail(ErrorCode::kInvalidArgument, "GYRE_ALGO='{}': use auto, ring or rd", s);
   }
-  if (const char* v = env("GYRE_NSOCKS")) o.socketsPerPeer = parseInteger(v, "GYRE_NSOCKS", 1, 16);
   if (const char* v = env("GYRE_SOCKET_IFNAME")) o.socketIfname = v;
   if (const char* v = env("GYRE_TOKEN")) o.token = v;
   if (const char* v = env("GYRE_HOST_ID")) o.hostId = v;

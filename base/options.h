@@ -32,7 +32,6 @@ struct Options {
   size_t slots = 4;                                    // GYRE_SLOTS per pipe
   TransportKind transport = TransportKind::kAuto;      // GYRE_TRANSPORT=auto|tcp|shm
   AlgoKind algo = AlgoKind::kAuto;                     // GYRE_ALGO=auto|ring|rd
-  int socketsPerPeer = 1;                              // GYRE_NSOCKS
   std::string socketIfname;                            // GYRE_SOCKET_IFNAME (NCCL syntax)
   std::string token;                                   // GYRE_TOKEN (else rank 0 makes one)
   std::string hostId;                                  // GYRE_HOST_ID (overrides host identity)

@@ -264,9 +264,8 @@ void printHeader(Communicator& comm, const BenchOptions& o, bool print) {
       o.minBytes, o.maxBytes, o.stepFactor > 1 ? o.stepFactor : o.stepBytes,
       o.stepFactor > 1 ? "factor" : "bytes", o.warmup, o.iters, o.check ? 1 : 0);
   const Options& opt = comm.options();
-  std::printf("# gyre: %d ranks, transport %s, algo %s, slots %zu x %zu B, sockets per peer %d\n",
-              n, transportName(opt.transport), algoName(opt.algo), opt.slots, opt.slotBytes,
-              opt.socketsPerPeer);
+  std::printf("# gyre: %d ranks, transport %s, algo %s, slots %zu x %zu B\n", n,
+              transportName(opt.transport), algoName(opt.algo), opt.slots, opt.slotBytes);
   std::printf("#\n");
   for (int r = 0; r < n; ++r) {
     int pid = 0;
