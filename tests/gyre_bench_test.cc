@@ -14,38 +14,13 @@
 
 #include <gtest/gtest.h>
 
+#include "run_shell.h"
+
 namespace {
 
-struct RunResult {
-  int exitCode = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string binary(const char* name) { return std::string(GYRE_BIN_DIR) + "/" + name; }
-
-RunResult runShell(const std::string& shellCommand) {
-  char errPath[] = "/tmp/gyre_bench_test_err.XXXXXX";
-  int fd = ::mkstemp(errPath);
-  EXPECT_GE(fd, 0);
-  ::close(fd);
-  std::string command = "{ " + shellCommand + "; } 2>" + errPath;
-  RunResult result;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  EXPECT_NE(pipe, nullptr) << command;
-  if (pipe == nullptr) return result;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.out.append(buffer, n);
-  int status = ::pclose(pipe);
-  if (WIFEXITED(status)) result.exitCode = WEXITSTATUS(status);
-  std::ifstream errFile(errPath);
-  std::stringstream errText;
-  errText << errFile.rdbuf();
-  result.err = errText.str();
-  ::unlink(errPath);
-  return result;
-}
+using gyre::testing::binary;
+using gyre::testing::RunResult;
+using gyre::testing::runShell;
 
 // `gyrerun -n ranks gyre-bench benchArgs`, bounded in time.
 RunResult runBench(int ranks, const std::string& benchArgs, int timeoutSeconds = 180) {

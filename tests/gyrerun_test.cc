@@ -16,42 +16,15 @@
 
 #include <gtest/gtest.h>
 
+#include "run_shell.h"
+
 namespace {
 
-struct RunResult {
-  int exitCode = -1;  // -1 if the shell itself did not exit normally
-  std::string out;
-  std::string err;
-  double seconds = 0;
-};
+using gyre::testing::binary;
+using gyre::testing::RunResult;
+using gyre::testing::runShell;
 
-std::string gyrerunPath() { return std::string(GYRE_BIN_DIR) + "/gyrerun"; }
-
-// Runs `command` through /bin/sh; stdout and stderr apart.
-RunResult runShell(const std::string& shellCommand) {
-  char errPath[] = "/tmp/gyrerun_test_err.XXXXXX";
-  int fd = ::mkstemp(errPath);
-  EXPECT_GE(fd, 0);
-  ::close(fd);
-  std::string command = "{ " + shellCommand + "; } 2>" + errPath;
-  RunResult result;
-  auto start = std::chrono::steady_clock::now();
-  FILE* pipe = ::popen(command.c_str(), "r");
-  EXPECT_NE(pipe, nullptr) << command;
-  if (pipe == nullptr) return result;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.out.append(buffer, n);
-  int status = ::pclose(pipe);
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (WIFEXITED(status)) result.exitCode = WEXITSTATUS(status);
-  std::ifstream errFile(errPath);
-  std::stringstream errText;
-  errText << errFile.rdbuf();
-  result.err = errText.str();
-  ::unlink(errPath);
-  return result;
-}
+std::string gyrerunPath() { return binary("gyrerun"); }
 
 // Runs `gyrerun <args>` under a hard timeout.
 RunResult runGyrerun(const std::string& args, int timeoutSeconds = 60) {
