@@ -1,9 +1,15 @@
 #include "ring/grad_sync.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "base/error.h"
+#include "base/log.h"
 #include "base/types.h"
 
 namespace gyre {
@@ -78,6 +84,19 @@ GradSync::GradSync(Communicator& comm, std::vector<GradSyncParam> params, GradSy
   worker_ = std::thread([this] { workerLoop(); });
 }
 
+// With more ranks than cores, every core is busy with backward compute, and a bucket's
+// all-reduce advances only when all ranks' workers get a core: at the default priority
+// they wait behind the compute threads' time slices and the all-reduce ends up after
+// backward. A higher priority (lower nice) lets a woken worker preempt compute at
+// once. Lowering nice needs CAP_SYS_NICE; without it the worker keeps the default.
+void GradSync::raiseWorkerPriority() {
+  const pid_t tid = static_cast<pid_t>(::syscall(SYS_gettid));
+  if (::setpriority(PRIO_PROCESS, static_cast<id_t>(tid), kWorkerNice) != 0) {
+    log(LogLevel::kInfo, comm_.rank(), "grad sync worker keeps the default priority: {}",
+        std::strerror(errno));
+  }
+}
+
 GradSync::~GradSync() {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -145,6 +164,7 @@ void GradSync::launchReadyBuckets() {
 }
 
 void GradSync::workerLoop() {
+  raiseWorkerPriority();
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     workAvailable_.wait(lock, [this] { return stop_ || !queue_.empty(); });

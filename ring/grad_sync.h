@@ -38,7 +38,10 @@
 // step until finish() returns, so the caller must not call the communicator in between
 // (communicators forbid concurrent calls). Parameters are broadcast from rank 0 at
 // construction on the caller's thread. The destructor joins the worker; the
-// communicator must outlive the GradSync.
+// communicator must outlive the GradSync. The worker asks for nice -10 (it keeps the
+// default where the process lacks CAP_SYS_NICE): with more ranks than cores it must
+// preempt backward compute to overlap with it (4 ranks on 2 cores, gyre-train: overlap
+// 0.03 -> 0.28 of all-reduce time, 26K -> 42K samples/s).
 #pragma once
 
 #include <chrono>
@@ -153,6 +156,8 @@ class GradSync {
   };
 
   void workerLoop();
+  void raiseWorkerPriority();
+  static constexpr int kWorkerNice = -10;
   void launchReadyBuckets();
   // Waits until the worker has finished every launched bucket.
   void waitForLaunched(std::unique_lock<std::mutex>& lock);
