@@ -1,4 +1,4 @@
-#include "tools/rank_supervisor.h"
+#include "tools/gyrerun/rank_supervisor.h"
 
 #include <poll.h>
 #include <signal.h>

@@ -1,4 +1,4 @@
-#include "tools/line_relay.h"
+#include "tools/gyrerun/line_relay.h"
 
 #include <poll.h>
 #include <unistd.h>

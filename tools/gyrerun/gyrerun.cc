@@ -13,9 +13,9 @@
 #include <cstring>
 #include <string>
 
-#include "tools/launcher_options.h"
-#include "tools/rank_process.h"
-#include "tools/rank_supervisor.h"
+#include "tools/gyrerun/launcher_options.h"
+#include "tools/gyrerun/rank_process.h"
+#include "tools/gyrerun/rank_supervisor.h"
 
 namespace {
 

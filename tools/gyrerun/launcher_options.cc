@@ -1,4 +1,4 @@
-#include "tools/launcher_options.h"
+#include "tools/gyrerun/launcher_options.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "tools/launcher_options.h"
-#include "tools/rank_process.h"
+#include "tools/gyrerun/launcher_options.h"
+#include "tools/gyrerun/rank_process.h"
 
 namespace gyre::tools {
 

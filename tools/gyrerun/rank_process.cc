@@ -1,4 +1,4 @@
-#include "tools/rank_process.h"
+#include "tools/gyrerun/rank_process.h"
 
 #include <fcntl.h>
 #include <signal.h>

@@ -16,8 +16,8 @@
 #include <memory>
 #include <string>
 
-#include "tools/launcher_options.h"
-#include "tools/line_relay.h"
+#include "tools/gyrerun/launcher_options.h"
+#include "tools/gyrerun/line_relay.h"
 
 namespace gyre::tools {
 
