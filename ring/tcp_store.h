@@ -27,7 +27,7 @@
 
 namespace gyre {
 
-class TcpStoreServer;  // private to tcp_store.cc
+class TcpStoreServer;  // ring/tcp_store_server.h
 
 class TcpStore : public Store {
  public:
