@@ -8,6 +8,7 @@ const char* collectiveName(CollectiveKind kind) {
   switch (kind) {
     case CollectiveKind::kAllReduce: return "allreduce";
     case CollectiveKind::kBarrier: return "barrier";
+    case CollectiveKind::kBroadcast: return "broadcast";
   }
   return "unknown-collective";
 }
@@ -25,8 +26,12 @@ Tag CollectiveCall::tag() const {
 
 std::string describe(const CollectiveCall& c) {
   if (c.kind == CollectiveKind::kBarrier) return fmt::format("barrier #{}", c.seq);
-  std::string s = fmt::format("{} #{} ({} {}, count {}", collectiveName(c.kind), c.seq,
-                              dtypeName(c.dtype), opName(c.op), c.count);
+  std::string s =
+      c.kind == CollectiveKind::kBroadcast
+          ? fmt::format("{} #{} ({}, count {}", collectiveName(c.kind), c.seq,
+                        dtypeName(c.dtype), c.count)
+          : fmt::format("{} #{} ({} {}, count {}", collectiveName(c.kind), c.seq,
+                        dtypeName(c.dtype), opName(c.op), c.count);
   if (c.root >= 0) s += fmt::format(", root {}", c.root);
   return s + ")";
 }

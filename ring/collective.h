@@ -16,6 +16,7 @@ namespace gyre {
 enum class CollectiveKind : uint8_t {
   kAllReduce = 1,
   kBarrier = 2,
+  kBroadcast = 3,
 };
 
 const char* collectiveName(CollectiveKind kind);

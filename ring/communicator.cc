@@ -17,6 +17,7 @@
 #include "ring/reduce.h"
 #include "ring/recursive_doubling.h"
 #include "ring/ring_allreduce.h"
+#include "ring/ring_broadcast.h"
 #include "ring/stall_inspector.h"
 #include "ring/store.h"
 #include "ring/tcp_store.h"
@@ -163,6 +164,8 @@ class Communicator::Impl {
     try {
       if (size_ == 1) {
         runSingle(call, sendbuf, recvbuf);
+      } else if (call.kind == CollectiveKind::kBroadcast) {
+        ringBroadcast(ring_, rank_, size_, call, recvbuf);
       } else if (useRecursiveDoubling(call)) {
         recursiveDoublingAllReduce(ring_, peerPipes_, rank_, size_, call, sendbuf, recvbuf);
       } else {
@@ -331,6 +334,20 @@ void Communicator::allReduce(const void* sendbuf, void* recvbuf, size_t count, D
   call.op = op;
   call.count = count;
   impl_->run(call, sendbuf, recvbuf);
+}
+
+void Communicator::broadcast(void* buffer, size_t count, DataType dtype, int root) {
+  impl_->validate("broadcast", buffer, buffer, count, dtype, ReduceOp::kSum);
+  if (root < 0 || root >= size()) {
+    fail(ErrorCode::kInvalidArgument, "rank {}: broadcast: root {} is outside [0, {})", rank(),
+         root, size());
+  }
+  CollectiveCall call;
+  call.kind = CollectiveKind::kBroadcast;
+  call.dtype = dtype;
+  call.count = count;
+  call.root = root;
+  impl_->run(call, buffer, buffer);
 }
 
 void Communicator::barrier() {

@@ -60,6 +60,10 @@ class Communicator {
   // rank. In place when sendbuf == recvbuf. count may be 0.
   void allReduce(const void* sendbuf, void* recvbuf, size_t count, DataType dtype, ReduceOp op);
 
+  // buffer on every rank becomes root's buffer (count elements). The root's buffer is
+  // only read.
+  void broadcast(void* buffer, size_t count, DataType dtype, int root);
+
   // Returns once every rank has entered the barrier.
   void barrier();
 

@@ -37,9 +37,7 @@ std::vector<std::vector<size_t>> assignBuckets(const std::vector<size_t>& counts
 }
 
 void broadcastFromRankZero(Communicator& comm, std::span<float> data) {
-  if (comm.size() == 1) return;
-  if (comm.rank() != 0) std::fill(data.begin(), data.end(), -0.0f);
-  comm.allReduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
+  comm.broadcast(data.data(), data.size(), DataType::kFloat32, 0);
 }
 
 void broadcastParameters(Communicator& comm, const std::vector<std::span<float>>& params) {

@@ -89,10 +89,8 @@ struct GradSyncStats {
 std::vector<std::vector<size_t>> assignBuckets(const std::vector<size_t>& counts,
                                                size_t firstBucketCapBytes, size_t bucketCapBytes);
 
-// data := rank 0's data on every rank, bit for bit. Until the communicator has a
-// broadcast, this is an all-reduce kSum to which the other ranks contribute -0.0f:
-// x + (-0) == x for every float x (including +0 and -0), in any order of additions, so
-// the sum is exactly rank 0's value. The one place to switch to a real broadcast.
+// data := rank 0's data on every rank, bit for bit (Communicator::broadcast; it moves
+// the data once around the ring, where the earlier all-reduce stand-in moved it twice).
 void broadcastFromRankZero(Communicator& comm, std::span<float> data);
 
 // Broadcasts every buffer from rank 0 (DDP does this for the module's state at

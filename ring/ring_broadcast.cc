@@ -1,0 +1,36 @@
+#include "ring/ring_broadcast.h"
+
+#include <algorithm>
+
+namespace gyre {
+
+void ringBroadcast(const PrimitiveContext& ctx, int rank, int size, const CollectiveCall& call,
+                   void* buffer) {
+  Primitives prims(ctx, call, static_cast<uint32_t>(size));
+  const size_t elem = dtypeSize(call.dtype);
+  const size_t slice = prims.sliceElems();
+  auto* data = static_cast<std::byte*>(buffer);
+  const bool isRoot = rank == call.root;
+  const bool isLast = (rank + 1) % size == call.root;
+  // At least one slice, even for count 0, so a mismatched call is detected.
+  for (size_t offset = 0; offset == 0 || offset < call.count; offset += slice) {
+    const size_t len = std::min(slice, call.count - offset);
+    std::byte* p = data + offset * elem;
+    if (isRoot) {
+      prims.send(p, len);
+    } else if (isLast) {
+      prims.recv(p, len);
+    } else {
+      prims.recvCopySend(p, len);
+    }
+  }
+  // Close the ring with an empty slice from the last rank back to the root, so every
+  // rank receives exactly one stream carrying its own tag: ranks that disagree on the
+  // root (or the call) then see each other's tags and fail, where a one-way chain would
+  // leave the stray slices unread and deliver the wrong data without an error.
+  if (isLast) prims.send(nullptr, 0);
+  if (isRoot) prims.recv(nullptr, 0);
+  prims.flush();
+}
+
+}  // namespace gyre
