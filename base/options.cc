@@ -101,6 +101,7 @@ Options Options::fromEnvironment() {
   if (const char* v = env("GYRE_SOCKET_IFNAME")) o.socketIfname = v;
   if (const char* v = env("GYRE_TOKEN")) o.token = v;
   if (const char* v = env("GYRE_HOST_ID")) o.hostId = v;
+  if (const char* v = env("GYRE_REDUCE_ISA")) o.reduceIsa = v;
   if (const char* v = env("GYRE_SPIN_US")) {
     o.spin = std::chrono::microseconds(parseInteger(v, "GYRE_SPIN_US", 0, 1000000));
   }

@@ -3,11 +3,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <cstring>
-#include <string_view>
+#include <string>
 
 #include "base/error.h"
+#include "base/options.h"
 
 #define GYRE_REDUCE_ISA_NS reduce_portable
 #include "ring/reduce_impl.h"
@@ -69,13 +69,12 @@ ReduceIsa bestIsa() {
   return best;
 }
 
-// GYRE_REDUCE_ISA is a testing and debugging knob for this module only, which is why
-// it is read here rather than in base/options.
+// GYRE_REDUCE_ISA (read by base/options) may force an ISA; this module validates it.
 ReduceIsa isaFromEnvironment() {
-  const char* value = std::getenv("GYRE_REDUCE_ISA");
-  if (value == nullptr || *value == '\0' || std::string_view(value) == "auto") return bestIsa();
+  const std::string& value = globalOptions().reduceIsa;
+  if (value.empty() || value == "auto") return bestIsa();
   for (ReduceIsa isa : kAllIsas) {
-    if (std::string_view(value) != reduceIsaName(isa)) continue;
+    if (value != reduceIsaName(isa)) continue;
     if (!reduceIsaSupported(isa)) {
       fail(ErrorCode::kInvalidArgument,
            "GYRE_REDUCE_ISA={}: this build or this CPU does not support it", value);
