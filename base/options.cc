@@ -95,8 +95,9 @@ Options Options::fromEnvironment() {
     std::string s(v);
     if (s == "auto") o.algo = AlgoKind::kAuto;
     else if (s == "ring") o.algo = AlgoKind::kRing;
+    else if (s == "tree") o.algo = AlgoKind::kTree;
     else if (s == "rd") o.algo = AlgoKind::kRecursiveDoubling;
-    else fail(ErrorCode::kInvalidArgument, "GYRE_ALGO='{}': use auto, ring or rd", s);
+    else fail(ErrorCode::kInvalidArgument, "GYRE_ALGO='{}': use auto, ring, tree or rd", s);
   }
   if (const char* v = env("GYRE_SOCKET_IFNAME")) o.socketIfname = v;
   if (const char* v = env("GYRE_TOKEN")) o.token = v;

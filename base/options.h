@@ -17,7 +17,7 @@
 namespace gyre {
 
 enum class TransportKind { kAuto, kTcp, kShm };
-enum class AlgoKind { kAuto, kRing, kRecursiveDoubling };
+enum class AlgoKind { kAuto, kRing, kTree, kRecursiveDoubling };
 
 struct Options {
   LogLevel logLevel = LogLevel::kWarn;                 // GYRE_DEBUG=WARN|INFO|TRACE
@@ -31,7 +31,7 @@ struct Options {
   size_t slotBytes = 128 * 1024;
   size_t slots = 4;                                    // GYRE_SLOTS per pipe
   TransportKind transport = TransportKind::kAuto;      // GYRE_TRANSPORT=auto|tcp|shm
-  AlgoKind algo = AlgoKind::kAuto;                     // GYRE_ALGO=auto|ring|rd
+  AlgoKind algo = AlgoKind::kAuto;                     // GYRE_ALGO=auto|ring|tree|rd
   std::string socketIfname;                            // GYRE_SOCKET_IFNAME (NCCL syntax)
   std::string token;                                   // GYRE_TOKEN (else rank 0 makes one)
   std::string hostId;                                  // GYRE_HOST_ID (overrides host identity)

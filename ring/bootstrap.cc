@@ -128,6 +128,12 @@ PipeSet connectPeers(Store& store, const BootstrapParams& p, const Options& opti
   store.wait(keys);
   for (ShmRecvPipe* pipe : created) pipe->unlinkName();
 
+  // Decided alike on every rank: shm everywhere iff every rank is on one host and offered it.
+  set.allShm = options.transport != TransportKind::kTcp && set.localRanks == p.size;
+  for (int r = 0; r < p.size && set.allShm; ++r) {
+    set.allShm = store.getString(fmt::format("shm/{}", r)) == "1";
+  }
+
   // 5. Rank 0's process may be the one serving the store: it must not return (and
   // perhaps exit, taking the store with it) while another rank still waits for a
   // reply. Every rank's last store call is this add; the last one marks completion.

@@ -38,6 +38,7 @@ struct PipeSet {
   std::map<int, std::unique_ptr<RecvPipe>> recv;
   std::vector<std::string> hostIds;  // by rank
   int localRanks = 1;                // ranks sharing this rank's host, itself included
+  bool allShm = false;               // every pipe is shared memory (the cost model's input)
 };
 
 PipeSet connectPeers(Store& store, const BootstrapParams& params, const Options& options);

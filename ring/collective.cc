@@ -9,6 +9,11 @@ const char* collectiveName(CollectiveKind kind) {
     case CollectiveKind::kAllReduce: return "allreduce";
     case CollectiveKind::kBarrier: return "barrier";
     case CollectiveKind::kBroadcast: return "broadcast";
+    case CollectiveKind::kReduce: return "reduce";
+    case CollectiveKind::kAllGather: return "allgather";
+    case CollectiveKind::kReduceScatter: return "reducescatter";
+    case CollectiveKind::kSendRecv: return "send/recv";
+    case CollectiveKind::kAllToAll: return "alltoall";
   }
   return "unknown-collective";
 }
@@ -26,13 +31,20 @@ Tag CollectiveCall::tag() const {
 
 std::string describe(const CollectiveCall& c) {
   if (c.kind == CollectiveKind::kBarrier) return fmt::format("barrier #{}", c.seq);
+  const bool reduces = c.kind == CollectiveKind::kAllReduce ||
+                       c.kind == CollectiveKind::kReduce ||
+                       c.kind == CollectiveKind::kReduceScatter;
   std::string s =
-      c.kind == CollectiveKind::kBroadcast
+      !reduces
           ? fmt::format("{} #{} ({}, count {}", collectiveName(c.kind), c.seq,
                         dtypeName(c.dtype), c.count)
           : fmt::format("{} #{} ({} {}, count {}", collectiveName(c.kind), c.seq,
                         dtypeName(c.dtype), opName(c.op), c.count);
-  if (c.root >= 0) s += fmt::format(", root {}", c.root);
+  if (c.kind == CollectiveKind::kSendRecv) {
+    if (c.root >= 0) s += fmt::format(", from rank {}", c.root);
+  } else if (c.root >= 0) {
+    s += fmt::format(", root {}", c.root);
+  }
   return s + ")";
 }
 

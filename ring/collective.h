@@ -17,6 +17,11 @@ enum class CollectiveKind : uint8_t {
   kAllReduce = 1,
   kBarrier = 2,
   kBroadcast = 3,
+  kReduce = 4,
+  kAllGather = 5,
+  kReduceScatter = 6,
+  kSendRecv = 7,  // point to point; seq counts the calls between the two ranks only
+  kAllToAll = 8,
 };
 
 const char* collectiveName(CollectiveKind kind);
@@ -25,8 +30,10 @@ struct CollectiveCall {
   CollectiveKind kind = CollectiveKind::kAllReduce;
   DataType dtype = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
+  // Elements per rank's share for allgather, reducescatter and alltoall (per peer),
+  // otherwise elements in the buffer.
   size_t count = 0;
-  int root = -1;
+  int root = -1;  // reduce and broadcast: the root; send/recv: the sending rank
   uint32_t seq = 0;
 
   Tag tag() const;

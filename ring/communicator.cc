@@ -10,27 +10,28 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "ring/algorithm_choice.h"
+#include "ring/all_gather.h"
+#include "ring/all_to_all.h"
 #include "ring/bootstrap.h"
 #include "ring/collective.h"
 #include "ring/failure_propagation.h"
 #include "ring/host_identity.h"
+#include "ring/op_queue.h"
+#include "ring/point_to_point.h"
 #include "ring/reduce.h"
 #include "ring/recursive_doubling.h"
 #include "ring/ring_allreduce.h"
+#include "ring/reduce_scatter.h"
 #include "ring/ring_broadcast.h"
+#include "ring/ring_reduce.h"
 #include "ring/stall_inspector.h"
 #include "ring/store.h"
 #include "ring/tcp_store.h"
+#include "ring/tree_allreduce.h"
 
 namespace gyre {
 namespace {
-
-// Up to this size an all-reduce runs as recursive doubling, above it as the ring.
-// gyre-bench, 4 ranks on 2 cores, 8 B .. 128 KiB: recursive doubling was faster at
-// every size (shm 5.4 vs 9.1 us at 8 B, 40 vs 50 us at 128 KiB; tcp 32 vs 134 us at
-// 8 B, 102 vs 212 us at 128 KiB). It moves log2(n) x S per rank against the ring's
-// 2(n-1)/n x S, so the crossover falls as n grows; 64 KiB keeps 8 ranks on the safe side.
-constexpr size_t kRecursiveDoublingMaxBytes = 64 * 1024;
 
 uint64_t fnv1a(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
@@ -81,14 +82,17 @@ int envInt(const char* name, int fallback) {
 // may come from any other thread: what both touch is atomic or under abortMu_.
 class Communicator::Impl {
  public:
+  // prefix: the store keys of this communicator ("" = the next top-level one).
   Impl(std::shared_ptr<Store> store, int rank, int size, const Options& options,
-       const std::string& listenHost)
+       const std::string& listenHost, const std::string& prefix = "")
       : options_(options),
         rank_(rank),
         size_(size),
         store_(std::move(store)),
+        listenHost_(listenHost),
         inspector_(rank, size, options.stallWarn, options.timeout) {
-    auto comm = std::make_shared<PrefixStore>(nextCommPrefix(store_.get()), store_);
+    prefix_ = prefix.empty() ? nextCommPrefix(store_.get()) : prefix;
+    auto comm = std::make_shared<PrefixStore>(prefix_, store_);
     comm->setTimeout(options_.timeout);
     std::string token = options_.token;
     if (token.empty()) {
@@ -101,12 +105,13 @@ class Communicator::Impl {
     params.commId = fnv1a(token + "/" + comm->prefix());
     params.token = token;
     params.listenHost = listenHost;
-    if (size_ > 1) {
-      // The ring's neighbours, plus the partners of recursive doubling (small calls).
-      std::set<int> peers = {(rank_ + 1) % size_, (rank_ + size_ - 1) % size_};
-      for (int p : recursiveDoublingPeers(rank_, size_)) peers.insert(p);
-      params.sendTo.assign(peers.begin(), peers.end());
-      params.recvFrom.assign(peers.begin(), peers.end());
+    // Every other rank: the ring's and trees' neighbours, the partners of recursive
+    // doubling, and of send/recv and all-to-all. (n-1 pipe pairs per rank; for very
+    // large groups these should be connected on first use instead.)
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      params.sendTo.push_back(p);
+      params.recvFrom.push_back(p);
     }
     pipes_ = connectPeers(*comm, params, options_);
     for (auto& [peer, pipe] : pipes_.send) peerPipes_.send[peer] = pipe.get();
@@ -129,6 +134,7 @@ class Communicator::Impl {
   }
 
   ~Impl() {
+    queue_.reset();  // finishes what was issued, before the pipes close
     if (!aborted_.load()) {
       // Let the last slices reach the neighbours before the sockets close.
       try {
@@ -141,36 +147,51 @@ class Communicator::Impl {
     }
   }
 
-  // Small calls are latency-bound: log2(n) exchanges beat the ring's 2(n-1) hops up to
-  // kRecursiveDoublingMaxBytes (measured: see the constant).
-  bool useRecursiveDoubling(const CollectiveCall& call) const {
-    if (options_.algo == AlgoKind::kRing) return false;
-    const size_t bytes = call.count * dtypeSize(call.dtype);
-    if (options_.algo == AlgoKind::kRecursiveDoubling) {
-      return recursiveDoublingFits(bytes, options_.slotBytes);
-    }
-    return bytes <= kRecursiveDoublingMaxBytes && recursiveDoublingFits(bytes, options_.slotBytes);
+  void run(CollectiveCall call, const void* sendbuf, void* recvbuf) {
+    if (aborted_.load()) failAborted(call, seq_.load());
+    call.seq = seq_.fetch_add(1);
+    execute(call, [&] { dispatch(call, sendbuf, recvbuf); });
   }
 
-  void run(CollectiveCall call, const void* sendbuf, void* recvbuf) {
-    if (aborted_.load()) {
-      call.seq = seq_.load();
-      std::lock_guard<std::mutex> lock(abortMu_);
-      fail(ErrorCode::kAborted, "rank {}: {} called on an aborted communicator{}", rank_,
-           describe(call), firstError_.empty() ? "" : " (after: " + firstError_ + ")");
-    }
-    call.seq = seq_.fetch_add(1);
+  // Point to point: numbered per ordered pair of ranks, not on the communicator's sequence.
+  void runSend(CollectiveCall call, int peer, const void* buf) {
+    if (aborted_.load()) failAborted(call, sendSeq_[peer]);
+    call.seq = sendSeq_[peer]++;
+    call.root = rank_;
+    execute(call, [&] { sendTo(ring_, peerPipes_, call, peer, buf); });
+  }
+
+  void runRecv(CollectiveCall call, int peer, void* buf) {
+    if (aborted_.load()) failAborted(call, recvSeq_[peer]);
+    call.seq = recvSeq_[peer]++;
+    call.root = peer;
+    execute(call, [&] { recvFrom(ring_, peerPipes_, call, peer, buf); });
+  }
+
+  void runSendRecv(CollectiveCall send, int sendPeer, const void* sendbuf, CollectiveCall recv,
+                   int recvPeer, void* recvbuf) {
+    if (aborted_.load()) failAborted(send, sendSeq_[sendPeer]);
+    send.seq = sendSeq_[sendPeer]++;
+    send.root = rank_;
+    recv.seq = recvSeq_[recvPeer]++;
+    recv.root = recvPeer;
+    execute(send, [&] {
+      gyre::sendRecv(ring_, peerPipes_, send, sendPeer, sendbuf, recv, recvPeer, recvbuf);
+    });
+  }
+
+  [[noreturn]] void failAborted(CollectiveCall call, uint32_t seq) {
+    call.seq = seq;
+    std::lock_guard<std::mutex> lock(abortMu_);
+    fail(ErrorCode::kAborted, "rank {}: {} called on an aborted communicator{}", rank_,
+         describe(call), firstError_.empty() ? "" : " (after: " + firstError_ + ")");
+  }
+
+  template <typename Body>
+  void execute(const CollectiveCall& call, Body&& body) {
     inspector_.begin(call);
     try {
-      if (size_ == 1) {
-        runSingle(call, sendbuf, recvbuf);
-      } else if (call.kind == CollectiveKind::kBroadcast) {
-        ringBroadcast(ring_, rank_, size_, call, recvbuf);
-      } else if (useRecursiveDoubling(call)) {
-        recursiveDoublingAllReduce(ring_, peerPipes_, rank_, size_, call, sendbuf, recvbuf);
-      } else {
-        ringAllReduce(ring_, rank_, size_, call, sendbuf, recvbuf);
-      }
+      body();
       inspector_.end();
     } catch (const Error& e) {
       failCollective(call, e);
@@ -178,6 +199,37 @@ class Communicator::Impl {
       // Not gyre's own (bad_alloc, say), yet the pipes must still be closed before return.
       failCollective(call, Error(ErrorCode::kInternal, e.what()));
     }
+  }
+
+  void dispatch(const CollectiveCall& call, const void* sendbuf, void* recvbuf) {
+    if (size_ == 1) return runSingle(call, sendbuf, recvbuf);
+    switch (call.kind) {
+      case CollectiveKind::kAllReduce:
+      case CollectiveKind::kBarrier: {
+        const size_t bytes = call.count * dtypeSize(call.dtype);
+        switch (chooseAllReduce(options_, bytes, size_, pipes_.allShm)) {
+          case AllReduceAlgo::kRecursiveDoubling:
+            return recursiveDoublingAllReduce(ring_, peerPipes_, rank_, size_, call, sendbuf,
+                                              recvbuf);
+          case AllReduceAlgo::kTree:
+            return treeAllReduce(ring_, peerPipes_, rank_, size_, call, sendbuf, recvbuf);
+          case AllReduceAlgo::kRing:
+            return ringAllReduce(ring_, rank_, size_, call, sendbuf, recvbuf);
+        }
+        return;
+      }
+      case CollectiveKind::kBroadcast: return ringBroadcast(ring_, rank_, size_, call, recvbuf);
+      case CollectiveKind::kReduce:
+        return ringReduce(ring_, rank_, size_, call, sendbuf, recvbuf);
+      case CollectiveKind::kAllGather:
+        return ringAllGather(ring_, rank_, size_, call, sendbuf, recvbuf);
+      case CollectiveKind::kReduceScatter:
+        return ringReduceScatter(ring_, rank_, size_, call, sendbuf, recvbuf);
+      case CollectiveKind::kAllToAll:
+        return pairwiseAllToAll(ring_, peerPipes_, rank_, size_, call, sendbuf, recvbuf);
+      case CollectiveKind::kSendRecv: break;
+    }
+    fail(ErrorCode::kInternal, "rank {}: {} has no schedule", rank_, describe(call));
   }
 
   // Names the failure, aborts (telling the neighbours) and throws the named error.
@@ -225,13 +277,77 @@ class Communicator::Impl {
     abortAll(abortNotice(failure, rank_, seq_.load()), reason);
   }
 
+  // One rank: every collective is a local copy (avg of one value included).
   void runSingle(const CollectiveCall& call, const void* sendbuf, void* recvbuf) {
-    if (call.kind != CollectiveKind::kAllReduce || call.count == 0) return;
-    if (call.op == ReduceOp::kAvg) {
-      scaleCopy(recvbuf, nullptr, sendbuf, call.count, call.dtype, 1);
-    } else if (sendbuf != recvbuf) {
-      copy2(recvbuf, nullptr, sendbuf, call.count * dtypeSize(call.dtype));
+    const size_t bytes = call.count * dtypeSize(call.dtype);
+    if (bytes == 0 || recvbuf == nullptr) return;
+    switch (call.kind) {
+      case CollectiveKind::kAllReduce:
+      case CollectiveKind::kReduce:
+      case CollectiveKind::kReduceScatter:
+        if (call.op == ReduceOp::kAvg) {
+          scaleCopy(recvbuf, nullptr, sendbuf, call.count, call.dtype, 1);
+          return;
+        }
+        break;
+      case CollectiveKind::kAllGather:
+      case CollectiveKind::kAllToAll: break;
+      default: return;  // broadcast, barrier: nothing moves
     }
+    if (sendbuf != recvbuf) copy2(recvbuf, nullptr, sendbuf, bytes);
+  }
+
+  template <typename F>
+  Work issue(bool async, F&& op) {
+    if (async) return queue_->submit(OpQueue::Op(std::forward<F>(op)));
+    queue_->run(std::forward<F>(op));
+    return Work();
+  }
+  void checkRoot(const char* what, int root) const;
+  void checkPeer(const char* what, int peer) const;
+  void checkShares(const char* what, const void* whole, const void* share, size_t count,
+                   DataType dtype) const;
+
+  // The new communicator of this rank's color, or null for a negative color. Every rank
+  // publishes (color, key) under this communicator's keys, reads everyone's, and joins
+  // the ranks of its color (ordered by key, then rank) under a key prefix of its own.
+  std::unique_ptr<Impl> split(int color, int key) {
+    if (aborted_.load()) {
+      std::lock_guard<std::mutex> lock(abortMu_);
+      fail(ErrorCode::kAborted, "rank {}: split called on an aborted communicator{}", rank_,
+           firstError_.empty() ? "" : " (after: " + firstError_ + ")");
+    }
+    const int n = splits_++;
+    PrefixStore store(fmt::format("{}/split{}", prefix_, n), store_);
+    store.setTimeout(options_.timeout);
+    store.setString(fmt::format("{}", rank_), fmt::format("{} {}", color, key));
+    struct Member {
+      int key, rank;
+      bool operator<(const Member& o) const { return key != o.key ? key < o.key : rank < o.rank; }
+    };
+    std::vector<Member> members;
+    for (int r = 0; r < size_; ++r) {
+      int c = 0;
+      int k = 0;
+      std::string entry = store.getString(fmt::format("{}", r));
+      if (std::sscanf(entry.c_str(), "%d %d", &c, &k) != 2) {
+        fail(ErrorCode::kInternal, "rank {}: split: malformed entry '{}' of rank {}", rank_,
+             entry, r);
+      }
+      if (c == color && color >= 0) members.push_back(Member{k, r});
+    }
+    // Everyone has read every entry before any rank leaves (so a rank that goes on to
+    // destroy this communicator cannot take the store with it too early).
+    if (store.add("read", 1) == size_) store.setString("all-read", "1");
+    store.wait({"all-read"});
+    if (color < 0) return nullptr;
+    std::sort(members.begin(), members.end());
+    int newRank = 0;
+    while (members[newRank].rank != rank_) ++newRank;
+    log(LogLevel::kInfo, rank_, "split {}: color {} key {} -> rank {} of {}", n, color, key,
+        newRank, members.size());
+    return std::make_unique<Impl>(store_, newRank, static_cast<int>(members.size()), options_,
+                                  listenHost_, fmt::format("{}/split{}/color{}", prefix_, n, color));
   }
 
   void validate(const char* what, const void* sendbuf, const void* recvbuf, size_t count,
@@ -257,6 +373,9 @@ class Communicator::Impl {
   const int rank_;
   const int size_;
   std::shared_ptr<Store> store_;
+  std::string listenHost_;
+  std::string prefix_;   // this communicator's store keys
+  int splits_ = 0;       // split() calls so far (the same on every rank)
   PipeSet pipes_;
   PrimitiveContext ring_;
   PeerPipes peerPipes_;
@@ -267,6 +386,10 @@ class Communicator::Impl {
   std::string firstError_;
   std::string localAbortReason_;
   bool pipesClosed_ = false;
+  std::map<int, uint32_t> sendSeq_;  // point to point, per peer (executing thread only)
+  std::map<int, uint32_t> recvSeq_;
+  // Last: destroyed (drained) first, while everything its operations use exists.
+  std::unique_ptr<OpQueue> queue_ = std::make_unique<OpQueue>();
 };
 
 std::unique_ptr<Communicator> Communicator::fromEnvironment() {
@@ -325,40 +448,243 @@ int Communicator::rank() const { return impl_->rank_; }
 int Communicator::size() const { return impl_->size_; }
 const Options& Communicator::options() const { return impl_->options_; }
 
-void Communicator::allReduce(const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
-                             ReduceOp op) {
-  impl_->validate("allreduce", sendbuf, recvbuf, count, dtype, op);
+namespace {
+
+CollectiveCall makeCall(CollectiveKind kind, size_t count, DataType dtype,
+                        ReduceOp op = ReduceOp::kSum, int root = -1) {
   CollectiveCall call;
-  call.kind = CollectiveKind::kAllReduce;
+  call.kind = kind;
   call.dtype = dtype;
   call.op = op;
   call.count = count;
-  impl_->run(call, sendbuf, recvbuf);
+  call.root = root;
+  return call;
+}
+
+// Whether [a, a + aBytes) and [b, b + bBytes) share a byte.
+bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
+  auto x = reinterpret_cast<uintptr_t>(a);
+  auto y = reinterpret_cast<uintptr_t>(b);
+  return aBytes && bBytes && x < y + bBytes && y < x + aBytes;
+}
+
+}  // namespace
+
+void Communicator::Impl::checkRoot(const char* what, int root) const {
+  if (root < 0 || root >= size_) {
+    fail(ErrorCode::kInvalidArgument, "rank {}: {}: root {} is outside [0, {})", rank_, what,
+         root, size_);
+  }
+}
+
+void Communicator::Impl::checkPeer(const char* what, int peer) const {
+  if (peer < 0 || peer >= size_ || peer == rank_) {
+    fail(ErrorCode::kInvalidArgument, "rank {}: {}: peer {} is {}", rank_, what, peer,
+         peer == rank_ ? "this rank itself" : fmt::format("outside [0, {})", size_));
+  }
+}
+
+// A buffer of `size` shares of `count` elements each, and one share of it (the in-place
+// position) that the other buffer may be, or must not touch.
+void Communicator::Impl::checkShares(const char* what, const void* whole, const void* share,
+                                     size_t count, DataType dtype) const {
+  const size_t shareBytes = count * dtypeSize(dtype);
+  if (count > std::numeric_limits<size_t>::max() / 2 / dtypeSize(dtype) / size_) {
+    fail(ErrorCode::kInvalidArgument, "rank {}: {}: count {} x {} ranks is too large", rank_,
+         what, count, size_);
+  }
+  const void* inPlace = static_cast<const std::byte*>(whole) + rank_ * shareBytes;
+  if (share != inPlace && overlaps(whole, shareBytes * size_, share, shareBytes)) {
+    fail(ErrorCode::kInvalidArgument,
+         "rank {}: {}: the buffers overlap but not in place (in place means the {} share "
+         "is at offset rank * count = {} elements of the full buffer)",
+         rank_, what, what, static_cast<size_t>(rank_) * count);
+  }
+}
+
+void Communicator::allReduce(const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
+                             ReduceOp op) {
+  allReduceIssue(false, sendbuf, recvbuf, count, dtype, op);
+}
+
+Work Communicator::allReduceAsync(const void* sendbuf, void* recvbuf, size_t count,
+                                  DataType dtype, ReduceOp op) {
+  return allReduceIssue(true, sendbuf, recvbuf, count, dtype, op);
+}
+
+Work Communicator::allReduceIssue(bool async, const void* sendbuf, void* recvbuf, size_t count,
+                                  DataType dtype, ReduceOp op) {
+  impl_->validate("allreduce", sendbuf, recvbuf, count, dtype, op);
+  CollectiveCall call = makeCall(CollectiveKind::kAllReduce, count, dtype, op);
+  Impl* impl = impl_.get();
+  return impl->issue(async, [=] { impl->run(call, sendbuf, recvbuf); });
 }
 
 void Communicator::broadcast(void* buffer, size_t count, DataType dtype, int root) {
-  impl_->validate("broadcast", buffer, buffer, count, dtype, ReduceOp::kSum);
-  if (root < 0 || root >= size()) {
-    fail(ErrorCode::kInvalidArgument, "rank {}: broadcast: root {} is outside [0, {})", rank(),
-         root, size());
-  }
-  CollectiveCall call;
-  call.kind = CollectiveKind::kBroadcast;
-  call.dtype = dtype;
-  call.count = count;
-  call.root = root;
-  impl_->run(call, buffer, buffer);
+  broadcastIssue(false, buffer, count, dtype, root);
 }
 
-void Communicator::barrier() {
-  // A one-byte ring all-reduce: nobody leaves before everyone's byte went round.
-  uint8_t byte = 0;
-  CollectiveCall call;
-  call.kind = CollectiveKind::kBarrier;
-  call.dtype = DataType::kUint8;
-  call.op = ReduceOp::kMax;
-  call.count = 1;
-  impl_->run(call, &byte, &byte);
+Work Communicator::broadcastAsync(void* buffer, size_t count, DataType dtype, int root) {
+  return broadcastIssue(true, buffer, count, dtype, root);
+}
+
+Work Communicator::broadcastIssue(bool async, void* buffer, size_t count, DataType dtype,
+                                  int root) {
+  impl_->validate("broadcast", buffer, buffer, count, dtype, ReduceOp::kSum);
+  impl_->checkRoot("broadcast", root);
+  CollectiveCall call = makeCall(CollectiveKind::kBroadcast, count, dtype, ReduceOp::kSum, root);
+  Impl* impl = impl_.get();
+  return impl->issue(async, [=] { impl->run(call, buffer, buffer); });
+}
+
+void Communicator::reduce(const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
+                          ReduceOp op, int root) {
+  reduceIssue(false, sendbuf, recvbuf, count, dtype, op, root);
+}
+
+Work Communicator::reduceAsync(const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
+                               ReduceOp op, int root) {
+  return reduceIssue(true, sendbuf, recvbuf, count, dtype, op, root);
+}
+
+Work Communicator::reduceIssue(bool async, const void* sendbuf, void* recvbuf, size_t count,
+                               DataType dtype, ReduceOp op, int root) {
+  impl_->checkRoot("reduce", root);
+  const bool isRoot = rank() == root;
+  // Only the root's recvbuf is used; elsewhere it may be null.
+  impl_->validate("reduce", sendbuf, isRoot ? recvbuf : sendbuf, count, dtype, op);
+  if (!isRoot) recvbuf = nullptr;
+  CollectiveCall call = makeCall(CollectiveKind::kReduce, count, dtype, op, root);
+  Impl* impl = impl_.get();
+  return impl->issue(async, [=] { impl->run(call, sendbuf, recvbuf); });
+}
+
+void Communicator::allGather(const void* sendbuf, void* recvbuf, size_t count, DataType dtype) {
+  allGatherIssue(false, sendbuf, recvbuf, count, dtype);
+}
+
+Work Communicator::allGatherAsync(const void* sendbuf, void* recvbuf, size_t count,
+                                  DataType dtype) {
+  return allGatherIssue(true, sendbuf, recvbuf, count, dtype);
+}
+
+Work Communicator::allGatherIssue(bool async, const void* sendbuf, void* recvbuf, size_t count,
+                                  DataType dtype) {
+  impl_->validate("allgather", sendbuf, recvbuf, count, dtype, ReduceOp::kSum);
+  impl_->checkShares("allgather", recvbuf, sendbuf, count, dtype);
+  CollectiveCall call = makeCall(CollectiveKind::kAllGather, count, dtype);
+  Impl* impl = impl_.get();
+  return impl->issue(async, [=] { impl->run(call, sendbuf, recvbuf); });
+}
+
+void Communicator::reduceScatter(const void* sendbuf, void* recvbuf, size_t count,
+                                 DataType dtype, ReduceOp op) {
+  reduceScatterIssue(false, sendbuf, recvbuf, count, dtype, op);
+}
+
+Work Communicator::reduceScatterAsync(const void* sendbuf, void* recvbuf, size_t count,
+                                      DataType dtype, ReduceOp op) {
+  return reduceScatterIssue(true, sendbuf, recvbuf, count, dtype, op);
+}
+
+Work Communicator::reduceScatterIssue(bool async, const void* sendbuf, void* recvbuf,
+                                      size_t count, DataType dtype, ReduceOp op) {
+  impl_->validate("reducescatter", sendbuf, recvbuf, count, dtype, op);
+  impl_->checkShares("reducescatter", sendbuf, recvbuf, count, dtype);
+  CollectiveCall call = makeCall(CollectiveKind::kReduceScatter, count, dtype, op);
+  Impl* impl = impl_.get();
+  return impl->issue(async, [=] { impl->run(call, sendbuf, recvbuf); });
+}
+
+void Communicator::allToAll(const void* sendbuf, void* recvbuf, size_t count, DataType dtype) {
+  allToAllIssue(false, sendbuf, recvbuf, count, dtype);
+}
+
+Work Communicator::allToAllAsync(const void* sendbuf, void* recvbuf, size_t count,
+                                 DataType dtype) {
+  return allToAllIssue(true, sendbuf, recvbuf, count, dtype);
+}
+
+Work Communicator::allToAllIssue(bool async, const void* sendbuf, void* recvbuf, size_t count,
+                                 DataType dtype) {
+  impl_->validate("alltoall", sendbuf, recvbuf, count, dtype, ReduceOp::kSum);
+  impl_->checkShares("alltoall", recvbuf, nullptr, count, dtype);  // size checks only
+  const size_t bytes = count * dtypeSize(dtype) * static_cast<size_t>(size());
+  if (overlaps(sendbuf, bytes, recvbuf, bytes)) {
+    fail(ErrorCode::kInvalidArgument, "rank {}: alltoall: sendbuf and recvbuf overlap", rank());
+  }
+  CollectiveCall call = makeCall(CollectiveKind::kAllToAll, count, dtype);
+  Impl* impl = impl_.get();
+  return impl->issue(async, [=] { impl->run(call, sendbuf, recvbuf); });
+}
+
+void Communicator::send(const void* buf, size_t count, DataType dtype, int peer) {
+  sendIssue(false, buf, count, dtype, peer);
+}
+
+Work Communicator::sendAsync(const void* buf, size_t count, DataType dtype, int peer) {
+  return sendIssue(true, buf, count, dtype, peer);
+}
+
+Work Communicator::sendIssue(bool async, const void* buf, size_t count, DataType dtype,
+                             int peer) {
+  impl_->validate("send", buf, buf, count, dtype, ReduceOp::kSum);
+  impl_->checkPeer("send", peer);
+  CollectiveCall call = makeCall(CollectiveKind::kSendRecv, count, dtype);
+  Impl* impl = impl_.get();
+  return impl->issue(async, [=] { impl->runSend(call, peer, buf); });
+}
+
+void Communicator::recv(void* buf, size_t count, DataType dtype, int peer) {
+  recvIssue(false, buf, count, dtype, peer);
+}
+
+Work Communicator::recvAsync(void* buf, size_t count, DataType dtype, int peer) {
+  return recvIssue(true, buf, count, dtype, peer);
+}
+
+Work Communicator::recvIssue(bool async, void* buf, size_t count, DataType dtype, int peer) {
+  impl_->validate("recv", buf, buf, count, dtype, ReduceOp::kSum);
+  impl_->checkPeer("recv", peer);
+  CollectiveCall call = makeCall(CollectiveKind::kSendRecv, count, dtype);
+  Impl* impl = impl_.get();
+  return impl->issue(async, [=] { impl->runRecv(call, peer, buf); });
+}
+
+void Communicator::sendRecv(const void* sendbuf, size_t sendCount, int sendPeer, void* recvbuf,
+                            size_t recvCount, int recvPeer, DataType dtype) {
+  impl_->validate("sendrecv", sendbuf, sendbuf, sendCount, dtype, ReduceOp::kSum);
+  impl_->validate("sendrecv", recvbuf, recvbuf, recvCount, dtype, ReduceOp::kSum);
+  impl_->checkPeer("sendrecv", sendPeer);
+  impl_->checkPeer("sendrecv", recvPeer);
+  CollectiveCall send = makeCall(CollectiveKind::kSendRecv, sendCount, dtype);
+  CollectiveCall recv = makeCall(CollectiveKind::kSendRecv, recvCount, dtype);
+  Impl* impl = impl_.get();
+  impl->issue(false, [=] { impl->runSendRecv(send, sendPeer, sendbuf, recv, recvPeer, recvbuf); });
+}
+
+void Communicator::barrier() { barrierIssue(false); }
+
+Work Communicator::barrierAsync() { return barrierIssue(true); }
+
+Work Communicator::barrierIssue(bool async) {
+  // A one-byte all-reduce: nobody leaves before everyone's byte went round.
+  CollectiveCall call = makeCall(CollectiveKind::kBarrier, 1, DataType::kUint8, ReduceOp::kMax);
+  Impl* impl = impl_.get();
+  return impl->issue(async, [=] {
+    uint8_t byte = 0;
+    impl->run(call, &byte, &byte);
+  });
+}
+
+std::unique_ptr<Communicator> Communicator::split(int color, int key) {
+  std::unique_ptr<Communicator> child;
+  Impl* impl = impl_.get();
+  // In issue order with the other operations, so every rank splits at the same point.
+  impl->issue(false, [&] {
+    if (auto made = impl->split(color, key)) child.reset(new Communicator(std::move(made)));
+  });
+  return child;
 }
 
 void Communicator::abort() { impl_->abortFromUser(); }

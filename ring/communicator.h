@@ -3,33 +3,44 @@
 // Made from the environment (torchrun's RANK, WORLD_SIZE, LOCAL_RANK,
 // LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or from an explicit Store, rank and size.
 // Creation is collective: every rank must create it, and it returns once every
-// rank's pipes are connected. One process may hold several communicators.
+// rank's pipes are connected (to every other rank: the ring's neighbours, the trees'
+// and the partners of send/recv and all-to-all). One process may hold several
+// communicators, and split() makes sub-communicators that work beside their parent.
 //
-// Collectives are called in the same order on every rank (as with NCCL and Gloo).
-// Each call blocks until this rank's part is complete; buffers are host memory and
-// belong to the caller. Every call carries a fingerprint (sequence number, collective,
-// dtype, op, count, root) that each receiving rank checks: ranks that call different
-// things fail with kMismatch naming both calls, before a byte is written.
+// Operations. Collectives are called in the same order on every rank (as with NCCL and
+// Gloo); send/recv only by the two ranks involved, in the same order between them.
+// Buffers are host memory and belong to the caller. Every operation has a blocking
+// form and an *Async form returning a Work (ring/work.h); the blocking form is the
+// async one plus wait(). Operations run one at a time in issue order: an async call
+// returns at once and a worker thread runs it after those issued before it, and a
+// blocking call with nothing pending runs on the caller's thread. Counts may be 0.
+// In-place rules are NCCL's (see each call).
+//
+// Every call carries a fingerprint (sequence number, collective, dtype, op, count,
+// root) that each receiving rank checks: ranks that call different things fail with
+// kMismatch naming both calls, before a byte is written.
 //
 // Failures (ring/failure_propagation.h): a dead peer is found at once (EOF or reset on
 // tcp, its process gone on shm), a stalled one after GYRE_TIMEOUT without progress (the
 // rank at the end of the chain of waits is named: ring/stall_inspector.h, which also
 // logs a stall report after GYRE_STALL_WARN). The error names this rank, the rank at
 // fault, the collective with its sequence number and the bytes it had moved; the
-// communicator is then aborted and tells its neighbours, so every rank fails within
+// communicator is then aborted and tells its peers, so every rank fails within
 // milliseconds naming the same rank, and every later call fails at once with kAborted.
+// An async operation's failure is its Work's exception().
 //
-// Threads: collectives on one communicator must not be called concurrently from
-// several threads. abort() may be called from any thread at any time: the pending call
-// ends with kAborted, the peers learn it, and destruction does not wait for anyone.
+// Threads: operations on one communicator are issued from one thread at a time (Works
+// may be waited on anywhere). abort() may be called from any thread at any time: the
+// pending operations end with kAborted, the peers learn it, and destruction does not
+// wait for anyone. Destroying a communicator first finishes the operations issued on it.
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <memory>
 
 #include "base/options.h"
 #include "base/types.h"
+#include "ring/work.h"
 
 namespace gyre {
 
@@ -42,8 +53,8 @@ class Communicator {
   static std::unique_ptr<Communicator> fromEnvironment();
   static std::unique_ptr<Communicator> fromEnvironment(const Options& options);
 
-  // Joins the ranks that share `store`. `store` must outlive nothing: the communicator
-  // keeps a reference while it exists.
+  // Joins the ranks that share `store`. The communicator keeps a reference to the store
+  // while it exists.
   static std::unique_ptr<Communicator> create(std::shared_ptr<Store> store, int rank, int size);
   static std::unique_ptr<Communicator> create(std::shared_ptr<Store> store, int rank, int size,
                                               const Options& options);
@@ -57,15 +68,63 @@ class Communicator {
   const Options& options() const;
 
   // recvbuf[i] = op over ranks of sendbuf[i], for i < count, identical bits on every
-  // rank. In place when sendbuf == recvbuf. count may be 0.
+  // rank. In place when sendbuf == recvbuf.
   void allReduce(const void* sendbuf, void* recvbuf, size_t count, DataType dtype, ReduceOp op);
+  Work allReduceAsync(const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
+                      ReduceOp op);
 
   // buffer on every rank becomes root's buffer (count elements). The root's buffer is
   // only read.
   void broadcast(void* buffer, size_t count, DataType dtype, int root);
+  Work broadcastAsync(void* buffer, size_t count, DataType dtype, int root);
+
+  // On root: recvbuf[i] = op over ranks of sendbuf[i]. recvbuf is not touched (and may
+  // be null) on other ranks. In place when sendbuf == recvbuf on the root.
+  void reduce(const void* sendbuf, void* recvbuf, size_t count, DataType dtype, ReduceOp op,
+              int root);
+  Work reduceAsync(const void* sendbuf, void* recvbuf, size_t count, DataType dtype, ReduceOp op,
+                   int root);
+
+  // recvbuf (size * count elements) gets rank r's sendbuf (count elements) at offset
+  // r * count, on every rank. In place when sendbuf == recvbuf + rank * count elements.
+  void allGather(const void* sendbuf, void* recvbuf, size_t count, DataType dtype);
+  Work allGatherAsync(const void* sendbuf, void* recvbuf, size_t count, DataType dtype);
+
+  // recvbuf (count elements) on rank r gets op over ranks of sendbuf[r * count + i]
+  // (sendbuf holds size * count). In place when recvbuf == sendbuf + rank * count elements.
+  void reduceScatter(const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
+                     ReduceOp op);
+  Work reduceScatterAsync(const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
+                          ReduceOp op);
+
+  // Block p of sendbuf (count elements each, size blocks) goes to rank p, and block p
+  // of recvbuf comes from rank p. sendbuf and recvbuf must not overlap.
+  void allToAll(const void* sendbuf, void* recvbuf, size_t count, DataType dtype);
+  Work allToAllAsync(const void* sendbuf, void* recvbuf, size_t count, DataType dtype);
+
+  // Point to point with `peer` (not this rank): the receiver's count and dtype must match
+  // the sender's (kMismatch otherwise). A send of more than the pipe holds (GYRE_SLOTS x
+  // GYRE_SLOT_BYTES) finishes only once the receiver has called recv; two ranks that
+  // must exchange data use sendRecv, or post the recv before waiting on the send.
+  void send(const void* buf, size_t count, DataType dtype, int peer);
+  Work sendAsync(const void* buf, size_t count, DataType dtype, int peer);
+  void recv(void* buf, size_t count, DataType dtype, int peer);
+  Work recvAsync(void* buf, size_t count, DataType dtype, int peer);
+  // Sends to sendPeer and receives from recvPeer at once (MPI_Sendrecv): deadlock-free
+  // for any pattern in which every rank does the same (shifts, exchanges).
+  void sendRecv(const void* sendbuf, size_t sendCount, int sendPeer, void* recvbuf,
+                size_t recvCount, int recvPeer, DataType dtype);
 
   // Returns once every rank has entered the barrier.
   void barrier();
+  Work barrierAsync();
+
+  // ncclCommSplit: collective over this communicator. Ranks passing the same color form
+  // one new communicator, ordered by key (ties by rank here); a negative color
+  // (kNoColor) joins none and gets nullptr. The result is independent of this one:
+  // its own pipes and sequence, usable concurrently with it (from another thread too).
+  static constexpr int kNoColor = -1;
+  std::unique_ptr<Communicator> split(int color, int key);
 
   // Ends pending and later operations with kAborted and tells the other ranks (their
   // pending and later calls fail naming this abort). Any thread, any time; idempotent.
@@ -75,6 +134,20 @@ class Communicator {
 
  private:
   explicit Communicator(std::unique_ptr<Impl> impl);
+  Work allReduceIssue(bool async, const void* sendbuf, void* recvbuf, size_t count,
+                      DataType dtype, ReduceOp op);
+  Work broadcastIssue(bool async, void* buffer, size_t count, DataType dtype, int root);
+  Work reduceIssue(bool async, const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
+                   ReduceOp op, int root);
+  Work allGatherIssue(bool async, const void* sendbuf, void* recvbuf, size_t count,
+                      DataType dtype);
+  Work reduceScatterIssue(bool async, const void* sendbuf, void* recvbuf, size_t count,
+                          DataType dtype, ReduceOp op);
+  Work allToAllIssue(bool async, const void* sendbuf, void* recvbuf, size_t count,
+                     DataType dtype);
+  Work sendIssue(bool async, const void* buf, size_t count, DataType dtype, int peer);
+  Work recvIssue(bool async, void* buf, size_t count, DataType dtype, int peer);
+  Work barrierIssue(bool async);
   std::unique_ptr<Impl> impl_;
 };
 

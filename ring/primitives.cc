@@ -9,6 +9,24 @@
 
 namespace gyre {
 
+PrimitiveContext linked(const PrimitiveContext& base, const PeerPipes& pipes, int recvFrom,
+                        int sendTo) {
+  PrimitiveContext ctx = base;
+  ctx.left = nullptr;
+  ctx.right = nullptr;
+  if (recvFrom >= 0) {
+    auto it = pipes.recv.find(recvFrom);
+    if (it == pipes.recv.end()) fail(ErrorCode::kInternal, "rank {}: no pipe from rank {}", base.rank, recvFrom);
+    ctx.left = it->second;
+  }
+  if (sendTo >= 0) {
+    auto it = pipes.send.find(sendTo);
+    if (it == pipes.send.end()) fail(ErrorCode::kInternal, "rank {}: no pipe to rank {}", base.rank, sendTo);
+    ctx.right = it->second;
+  }
+  return ctx;
+}
+
 Primitives::Primitives(const PrimitiveContext& ctx, const CollectiveCall& call,
                        uint32_t avgDivisor)
     : ctx_(ctx),

@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 
 #include "ring/collective.h"
 #include "transport/pipe.h"
@@ -39,6 +40,18 @@ struct PrimitiveContext {
   int rank = -1;                        // this rank, for mismatch messages
   StallInspector* inspector = nullptr;  // optional
 };
+
+// Every pipe of a communicator by peer rank, for schedules that talk to more than the
+// ring's two neighbours.
+struct PeerPipes {
+  std::map<int, SendPipe*> send;
+  std::map<int, RecvPipe*> recv;
+};
+
+// `base` with its pipes replaced: receive from `recvFrom`, send to `sendTo` (-1: none).
+// Throws kInternal when the communicator has no pipe to that peer.
+PrimitiveContext linked(const PrimitiveContext& base, const PeerPipes& pipes, int recvFrom,
+                        int sendTo);
 
 class Primitives {
  public:

@@ -15,10 +15,7 @@ int lowerPowerOfTwo(int n) {
 
 Primitives with(const PrimitiveContext& base, const PeerPipes& pipes, int peer,
                 const CollectiveCall& call, uint32_t avgDivisor) {
-  PrimitiveContext ctx = base;
-  ctx.left = pipes.recv.at(peer);
-  ctx.right = pipes.send.at(peer);
-  return Primitives(ctx, call, avgDivisor);
+  return Primitives(linked(base, pipes, peer, peer), call, avgDivisor);
 }
 
 }  // namespace

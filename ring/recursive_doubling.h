@@ -18,11 +18,6 @@
 
 namespace gyre {
 
-struct PeerPipes {
-  std::map<int, SendPipe*> send;
-  std::map<int, RecvPipe*> recv;
-};
-
 // The peers rank talks to in a recursive doubling of `size` ranks (both directions).
 std::vector<int> recursiveDoublingPeers(int rank, int size);
 

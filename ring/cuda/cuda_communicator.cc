@@ -35,7 +35,7 @@ std::string callText(size_t count, DataType dtype, ReduceOp op, uint32_t seq) {
                      count);
 }
 
-struct Work {
+struct DeviceCall {
   const char* send = nullptr;
   char* recv = nullptr;
   size_t count = 0;
@@ -149,7 +149,7 @@ class CudaCommunicator::Impl {
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      ring_[index] = Work{static_cast<const char*>(sendbuf), static_cast<char*>(recvbuf), count,
+      ring_[index] = DeviceCall{static_cast<const char*>(sendbuf), static_cast<char*>(recvbuf), count,
                           dtype, op, seq, index};
       ++tail_;
       enqueued_ = seq;
@@ -173,7 +173,7 @@ class CudaCommunicator::Impl {
   void workerMain() {
     const cudaError_t err = cudaSetDevice(device_);
     for (;;) {
-      Work work;
+      DeviceCall work;
       {
         std::unique_lock<std::mutex> lock(mu_);
         workCv_.wait(lock, [&] { return head_ != tail_ || stop_; });
@@ -200,7 +200,7 @@ class CudaCommunicator::Impl {
     }
   }
 
-  void runSlices(const Work& w) {
+  void runSlices(const DeviceCall& w) {
     const size_t esize = dtypeSize(w.dtype);
     const size_t bytes = w.count * esize;
     size_t slice = std::max(options_.minSliceBytes, (bytes + slots_.size() - 1) / slots_.size());
@@ -282,7 +282,7 @@ class CudaCommunicator::Impl {
          cudaGetErrorString(err), cudaGetErrorName(err));
   }
 
-  void recordError(const std::exception& e, const Work& w) {
+  void recordError(const std::exception& e, const DeviceCall& w) {
     const auto* error = dynamic_cast<const Error*>(&e);
     // Name the device collective; the host error below it names the slice's ring call.
     std::string inner = e.what();
@@ -337,7 +337,7 @@ class CudaCommunicator::Impl {
 
   std::mutex mu_;  // guards what follows, and firstError_
   std::condition_variable workCv_, spaceCv_;
-  std::vector<Work> ring_;
+  std::vector<DeviceCall> ring_;
   size_t head_ = 0, tail_ = 0;  // ring_[head_..tail_) waits for the worker
   uint32_t enqueued_ = 0;       // caller's thread writes it under mu_
   bool stop_ = false;

@@ -1,0 +1,17 @@
+// Ring all-gather, written in the primitives: n-1 steps in which every rank forwards
+// the share it received last (recvCopySend), pipelined by slices. Each rank sends and
+// receives (n-1)/n of the output: bandwidth-optimal (busbw factor (n-1)/n).
+#pragma once
+
+#include "ring/primitives.h"
+
+namespace gyre {
+
+// call.count elements per rank: sendbuf holds this rank's call.count elements and
+// recvbuf receives size * call.count, rank r's share at offset r * call.count. In
+// place (as NCCL) when sendbuf == recvbuf + rank * call.count * elemsize: the share is
+// then not copied.
+void ringAllGather(const PrimitiveContext& ctx, int rank, int size, const CollectiveCall& call,
+                   const void* sendbuf, void* recvbuf);
+
+}  // namespace gyre
