@@ -1,7 +1,10 @@
 // All-to-all by pairwise exchange: in step k (1 <= k < n) every rank sends its block
 // for rank + k and receives the block from rank - k, slice by slice (sendRecv), so each
 // step is a cycle that cannot deadlock and every pipe is used by one step only. The
-// rank's own block is copied locally.
+// rank's own block is copied locally. Every block carries the collective's Tag (kind
+// alltoall, the communicator's sequence, count, dtype): the pipe fixes the step, so a
+// rank with a different call fails its receivers with kMismatch. Each rank moves the
+// minimum, (n-1)/n of its buffers, but in n-1 steps: latency grows linearly with n.
 #pragma once
 
 #include "ring/primitives.h"

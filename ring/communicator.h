@@ -104,14 +104,18 @@ class Communicator {
 
   // Point to point with `peer` (not this rank): the receiver's count and dtype must match
   // the sender's (kMismatch otherwise). A send of more than the pipe holds (GYRE_SLOTS x
-  // GYRE_SLOT_BYTES) finishes only once the receiver has called recv; two ranks that
-  // must exchange data use sendRecv, or post the recv before waiting on the send.
+  // GYRE_SLOT_BYTES) finishes only once the receiver has called recv. Operations run one
+  // at a time in issue order (async ones too), so two ranks that both send a large
+  // message to each other before receiving wait for each other until GYRE_TIMEOUT (an
+  // error naming the peer): exchange with sendRecv, or issue send and recv in opposite
+  // orders on the two ranks.
   void send(const void* buf, size_t count, DataType dtype, int peer);
   Work sendAsync(const void* buf, size_t count, DataType dtype, int peer);
   void recv(void* buf, size_t count, DataType dtype, int peer);
   Work recvAsync(void* buf, size_t count, DataType dtype, int peer);
-  // Sends to sendPeer and receives from recvPeer at once (MPI_Sendrecv): deadlock-free
-  // for any pattern in which every rank does the same (shifts, exchanges).
+  // Sends to sendPeer and receives from recvPeer at once (MPI_Sendrecv), slice by slice:
+  // deadlock-free for any pattern in which every rank does the same (shifts, exchanges).
+  // The buffers may overlap (the outgoing data is set aside first).
   void sendRecv(const void* sendbuf, size_t sendCount, int sendPeer, void* recvbuf,
                 size_t recvCount, int recvPeer, DataType dtype);
 
