@@ -89,6 +89,27 @@ TEST(Broadcast, MismatchedRootsFailOnEveryRank) {
   }
 }
 
+// Only the root disagrees (rank 0 says root 2, the others root 0), over many slices: with
+// the ring closed at the end, every rank waited to receive and it took the timeout; now
+// the closing slice goes first, so the disagreement is a mismatch at once.
+TEST(Broadcast, ARootThatNamesAnotherRootFailsPromptly) {
+  SpawnOptions o = options(TransportKind::kShm);
+  o.options.timeout = std::chrono::seconds(20);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    spawn(4, [](Communicator& comm) {
+      std::vector<float> buf(100000, static_cast<float>(comm.rank()));
+      const int root = comm.rank() == 0 ? 2 : 0;
+      comm.broadcast(buf.data(), buf.size(), DataType::kFloat32, root);
+      check(false, "rank {}: a mismatched broadcast succeeded", comm.rank());
+    }, o);
+    FAIL() << "spawn reported no failure";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("broadcast #0"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
 TEST(Broadcast, RejectsABadRoot) {
   spawn(2, [](Communicator& comm) {
     float x = 1;
