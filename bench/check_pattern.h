@@ -1,5 +1,6 @@
 // CheckPattern: inputs for gyre-bench's -c 1 whose reduction is exact in any order, and
-// the result every rank must then hold, for each data type and reduction.
+// the result every rank must then hold, for each data type and reduction; and the
+// helpers that lay such periods over buffers and count the elements that differ.
 //
 // Contract: makePattern(dtype, op, rank, n) gives this rank's inputs and the expected
 // output over one period of kPeriod elements; element i of a buffer uses position
@@ -212,28 +213,56 @@ inline CheckPattern makePattern(DataType t, ReduceOp op, int rank, int n) {
   fail(ErrorCode::kInternal, "no check pattern for data type {}", static_cast<int>(t));
 }
 
-// Repeats `period` (whole elements of `elemSize` bytes) over `count` elements of `dst`.
+// Repeats `period` (whole elements of `elemSize` bytes) over `count` elements of `dst`,
+// starting at element `phase` of the period: dst[i] = period[(phase + i) % length].
 inline void tile(std::byte* dst, size_t count, const std::vector<std::byte>& period,
-                 size_t elemSize) {
+                 size_t elemSize, size_t phase = 0) {
   const size_t periodCount = period.size() / elemSize;
-  for (size_t i = 0; i < count; i += periodCount) {
+  phase %= periodCount;
+  const size_t head = std::min(count, periodCount - phase);
+  std::memcpy(dst, period.data() + phase * elemSize, head * elemSize);
+  for (size_t i = head; i < count; i += periodCount) {
     std::memcpy(dst + i * elemSize, period.data(), std::min(periodCount, count - i) * elemSize);
   }
 }
 
-// How many of the `count` elements at `out` differ from the expected result.
-inline size_t countWrong(const std::byte* out, size_t count, const CheckPattern& p) {
-  const size_t s = p.elemSize;
+// How many of the `count` elements at `out` differ from `period` repeated from element
+// `phase` on (what tile() writes).
+inline size_t countWrong(const std::byte* out, size_t count, const std::vector<std::byte>& period,
+                         size_t elemSize, size_t phase = 0) {
+  const size_t s = elemSize;
+  const size_t periodCount = period.size() / s;
+  size_t q = phase % periodCount;  // period position of out[i]
   size_t wrong = 0;
-  for (size_t start = 0; start < count; start += kPeriod) {
-    const size_t m = std::min(kPeriod, count - start);
-    const std::byte* got = out + start * s;
-    if (std::memcmp(got, p.expected.data(), m * s) == 0) continue;
-    for (size_t j = 0; j < m; ++j) {
-      wrong += std::memcmp(got + j * s, p.expected.data() + j * s, s) != 0;
+  for (size_t i = 0; i < count;) {
+    const size_t m = std::min(periodCount - q, count - i);
+    const std::byte* got = out + i * s;
+    const std::byte* want = period.data() + q * s;
+    if (std::memcmp(got, want, m * s) != 0) {
+      for (size_t j = 0; j < m; ++j) wrong += std::memcmp(got + j * s, want + j * s, s) != 0;
     }
+    i += m;
+    q = 0;
   }
   return wrong;
+}
+
+// How many of the `count` elements at `out` differ from the expected result.
+inline size_t countWrong(const std::byte* out, size_t count, const CheckPattern& p) {
+  return countWrong(out, count, p.expected, p.elemSize);
+}
+
+// Rank `rank`'s data for the collectives that only move data (broadcast, all-gather,
+// all-to-all, send/recv), one period: the max inputs, which differ between any two of
+// up to 61 ranks at every position, so data from the wrong rank always reads as wrong.
+inline std::vector<std::byte> movedInput(DataType t, int rank, int n) {
+  return makePattern(t, ReduceOp::kMax, rank, n).input;
+}
+
+// The byte-wise complement of `period`: differs from it in every byte.
+inline std::vector<std::byte> complement(std::vector<std::byte> period) {
+  for (std::byte& b : period) b = ~b;
+  return period;
 }
 
 }  // namespace gyre::bench

@@ -1,20 +1,26 @@
-// gyre-bench: nccl-tests' all_reduce_perf for gyre, on host buffers.
+// gyre-bench: nccl-tests' *_perf benchmarks for gyre, on host buffers.
 //
-//   gyrerun -n 4 gyre-bench [allreduce] -b 8 -e 256M -f 2 -n 20 -w 5 -c 1 -d float -o sum
+//   gyrerun -n 4 gyre-bench [all_reduce] -b 8 -e 256M -f 2 -n 20 -w 5 -c 1 -d float -o sum
+//   gyrerun -n 4 gyre-bench all -b 8 -e 1M        (every collective, one table each)
+//   gyrerun -n 4 gyre-bench --calibrate           (ring/algorithm_choice.h's cost model)
 //
-// Per size b, b*f, b*f^2, ... <= e (K/M/G = 2^10/2^20/2^30, rounded down to whole
-// elements), out-of-place then in-place: -w untimed warm-up ops, a barrier, -n timed
-// back-to-back ops. time = the largest over ranks of the mean per-op time (the peers'
-// rule); algbw = bytes/time; busbw = algbw * the collective's bus factor (2(n-1)/n for
-// all-reduce), which makes busbw comparable with a link's speed whatever n is.
-// With -c 1 a separate, untimed op per group runs on inputs whose result is exact in any
-// reduction order, and #wrong counts the elements that differ, summed over ranks.
+// Per collective (bench/bench_collectives.h: names, sizes, bus factors, in-place forms,
+// checks), per size b, b*f, b*f^2, ... <= e (K/M/G = 2^10/2^20/2^30, rounded down to
+// whole elements), out-of-place then in-place: -w untimed warm-up ops, a barrier, -n
+// timed back-to-back ops. time = the largest over ranks of the mean per-op time (the
+// peers' rule); algbw = size/time; busbw = algbw * the collective's bus factor, which
+// makes busbw comparable with a link's speed whatever n is. With -c 1 a separate,
+// untimed op per group runs on inputs whose result is exact in any reduction order, and
+// #wrong counts the elements that differ, summed over ranks.
 //
 // Output contract (the peer harness parses it, ../shared/peers/README.md): rank 0
-// alone writes stdout: `#` comment lines, one 13-column row per size
+// alone writes stdout: per collective, `#` comment lines, one 13-column row per size
 //   size count type redop root | time algbw busbw #wrong (out-of-place) | same (in-place)
-// and nccl-tests' trailer `# Out of bounds values : K OK|FAILED`, `# Avg bus bandwidth : X`.
-// Errors and logs go to stderr. Exit status 0 only if nothing was wrong and no error.
+// (redop "none" for collectives without one, root -1 for unrooted ones, a group the
+// collective lacks is four N/A) and nccl-tests' trailer `# Out of bounds values : K
+// OK|FAILED`, `# Avg bus bandwidth : X`; `all` prints one such block per collective.
+// --calibrate prints `calibration: ...` lines instead. Errors and logs go to stderr.
+// Exit status 0 only if nothing was wrong and no error; 2 for a wrong command line.
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,8 +30,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,32 +40,17 @@
 #include "base/error.h"
 #include "base/options.h"
 #include "base/types.h"
-#include "bench/check_pattern.h"
+#include "bench/bench_collectives.h"
+#include "bench/calibrate.h"
 #include "ring/communicator.h"
 
 namespace gyre::bench {
 namespace {
 
-// ---- The collectives ----------------------------------------------------------------
-// A new collective adds a row: its name, nccl-tests' bus factor (broadcast and reduce 1,
-// all-gather and reduce-scatter (n-1)/n) and how to run it; its check then needs its
-// own expected result (the one below is "op over all ranks' inputs").
-struct Collective {
-  const char* name;
-  double (*busBwFactor)(int n);
-  void (*run)(Communicator& comm, const void* send, void* recv, size_t count, DataType dtype,
-              ReduceOp op);
-};
-
-const Collective kCollectives[] = {
-    {"allreduce", [](int n) { return 2.0 * (n - 1) / n; },
-     [](Communicator& comm, const void* send, void* recv, size_t count, DataType dtype,
-        ReduceOp op) { comm.allReduce(send, recv, count, dtype, op); }},
-};
-
 // ---- Command line ---------------------------------------------------------------------
 struct BenchOptions {
-  const Collective* collective = &kCollectives[0];
+  std::vector<const CollectiveInfo*> collectives{&allCollectives()[0]};
+  bool all = false;  // `all`: sendrecv is skipped on one rank
   size_t minBytes = 8;
   size_t maxBytes = size_t{128} << 20;
   size_t stepBytes = size_t{1} << 20;  // used when stepFactor is 1, as in nccl-tests
@@ -69,9 +60,17 @@ struct BenchOptions {
   bool check = true;
   std::vector<DataType> dtypes{DataType::kFloat32};
   std::vector<ReduceOp> ops{ReduceOp::kSum};
+  int root = 0;
+  std::optional<AlgoKind> algo;  // -A, else GYRE_ALGO
+  bool calibrate = false;
 };
 
-const char kUsage[] = R"(usage: gyre-bench [allreduce] [options]     (start it with gyrerun)
+const char kUsage[] = R"(usage: gyre-bench [COLLECTIVE] [options]     (start it with gyrerun)
+  COLLECTIVE            nccl-tests' name (its binary less _perf) or gyre's spelling:
+                        all_reduce|allreduce (default), all_gather|allgather, broadcast,
+                        reduce, reduce_scatter|reducescatter, alltoall, sendrecv, or all
+                        (each in turn, one table each; sendrecv needs 2 ranks)
+      --collective C    the same, as an option (-c is nccl-tests' --check)
   -b, --minbytes N      smallest size (default 8; K/M/G = 2^10/2^20/2^30)
   -e, --maxbytes N      largest size (default 128M)
   -f, --stepfactor F    multiply the size by F (default 2)
@@ -80,9 +79,21 @@ const char kUsage[] = R"(usage: gyre-bench [allreduce] [options]     (start it w
   -w, --warmup_iters N  untimed ops before them (default 5)
   -c, --check 0|1       check results exactly, count #wrong (default 1)
   -d, --datatype T      int8 uint8 int32 uint32 int64 uint64 half bfloat16 float double, all
-  -o, --op OP           sum prod min max avg, all (default sum)
+  -o, --op OP           sum prod min max avg, all (default sum; reductions only)
+  -r, --root N          root of broadcast and reduce (default 0)
+  -A, --algo A          all-reduce algorithm: auto ring tree rd (default: GYRE_ALGO, else auto)
+      --calibrate       all-reduce only: time ring at 8 B, 4M and 16M on this transport
+                        (GYRE_TRANSPORT), fit ring/algorithm_choice.h's alpha_us and gbps,
+                        and time 8 B with ring, tree and rd (-n, -w apply; 8 B runs 10x -n)
   -h, --help
-Sizes are rounded down to whole elements. Exit status 0 only if every result was right.
+Size is the largest buffer of an op, as in nccl-tests: all_gather's gathered buffer,
+reduce_scatter's send buffer, alltoall's either, the buffer otherwise; all_gather,
+reduce_scatter and alltoall round it down to whole shares (ranks x elements).
+busbw = algbw x 2(n-1)/n (all_reduce), (n-1)/n (all_gather, reduce_scatter, alltoall),
+1 (broadcast, reduce, sendrecv: rank r sends to r+1 and receives from r-1). A group the
+collective lacks prints N/A: broadcast has one buffer (in place only), alltoall and
+sendrecv have no in-place form. GYRE_TRANSPORT, GYRE_SLOT_BYTES, GYRE_SLOTS... apply.
+Exit status 0 only if every result was right; 2 for a wrong command line.
 )";
 
 long parseCount(const char* text, const char* what, long lo, long hi) {
@@ -123,8 +134,29 @@ std::vector<ReduceOp> parseOps(const std::string& text) {
   fail(ErrorCode::kInvalidArgument, "-o: unknown reduction '{}'", text);
 }
 
+AlgoKind parseAlgo(const std::string& text) {
+  if (text == "auto") return AlgoKind::kAuto;
+  if (text == "ring") return AlgoKind::kRing;
+  if (text == "tree") return AlgoKind::kTree;
+  if (text == "rd") return AlgoKind::kRecursiveDoubling;
+  fail(ErrorCode::kInvalidArgument, "-A: unknown algorithm '{}': use auto, ring, tree or rd", text);
+}
+
+void selectCollective(const std::string& name, BenchOptions& o) {
+  o.all = name == "all";
+  if (o.all) {
+    o.collectives.clear();
+    for (const CollectiveInfo& c : allCollectives()) o.collectives.push_back(&c);
+    return;
+  }
+  const CollectiveInfo* c = findCollective(name);
+  if (c == nullptr) fail(ErrorCode::kInvalidArgument, "unknown collective '{}'", name);
+  o.collectives = {c};
+}
+
 // Returns false if help was asked for. Throws kInvalidArgument for a wrong command line.
 bool parseOptions(int argc, char** argv, BenchOptions& o) {
+  enum { kCollectiveOption = 256, kCalibrateOption };
   static const option kLong[] = {{"minbytes", required_argument, nullptr, 'b'},
                                  {"maxbytes", required_argument, nullptr, 'e'},
                                  {"stepfactor", required_argument, nullptr, 'f'},
@@ -134,11 +166,16 @@ bool parseOptions(int argc, char** argv, BenchOptions& o) {
                                  {"check", required_argument, nullptr, 'c'},
                                  {"datatype", required_argument, nullptr, 'd'},
                                  {"op", required_argument, nullptr, 'o'},
+                                 {"root", required_argument, nullptr, 'r'},
+                                 {"algo", required_argument, nullptr, 'A'},
+                                 {"collective", required_argument, nullptr, kCollectiveOption},
+                                 {"calibrate", no_argument, nullptr, kCalibrateOption},
                                  {"help", no_argument, nullptr, 'h'},
                                  {nullptr, 0, nullptr, 0}};
   opterr = 0;  // we report errors ourselves, through gyre::Error
+  bool collectiveGiven = false;
   int c;
-  while ((c = getopt_long(argc, argv, "b:e:f:i:n:w:c:d:o:h", kLong, nullptr)) != -1) {
+  while ((c = getopt_long(argc, argv, "b:e:f:i:n:w:c:d:o:r:A:h", kLong, nullptr)) != -1) {
     switch (c) {
       case 'b':
         o.minBytes = parseByteSize(optarg, "-b");
@@ -167,6 +204,19 @@ bool parseOptions(int argc, char** argv, BenchOptions& o) {
       case 'o':
         o.ops = parseOps(optarg);
         break;
+      case 'r':
+        o.root = static_cast<int>(parseCount(optarg, "-r", 0, 1 << 20));
+        break;
+      case 'A':
+        o.algo = parseAlgo(optarg);
+        break;
+      case kCollectiveOption:
+        selectCollective(optarg, o);
+        collectiveGiven = true;
+        break;
+      case kCalibrateOption:
+        o.calibrate = true;
+        break;
       case 'h':
         return false;
       default:
@@ -175,19 +225,38 @@ bool parseOptions(int argc, char** argv, BenchOptions& o) {
     }
   }
   if (optind < argc) {
-    const Collective* found = nullptr;
-    for (const Collective& coll : kCollectives) {
-      if (argv[optind] == std::string(coll.name)) found = &coll;
+    if (collectiveGiven) {
+      fail(ErrorCode::kInvalidArgument, "two collectives: --collective and '{}'", argv[optind]);
     }
-    if (found == nullptr)
-      fail(ErrorCode::kInvalidArgument, "unknown collective '{}'", argv[optind]);
-    o.collective = found;
+    selectCollective(argv[optind], o);
     if (optind + 1 < argc) fail(ErrorCode::kInvalidArgument, "unexpected '{}'", argv[optind + 1]);
   }
   if (o.minBytes > o.maxBytes) {
     fail(ErrorCode::kInvalidArgument, "-b {} is larger than -e {}", o.minBytes, o.maxBytes);
   }
+  if (o.calibrate) {
+    if (o.collectives.size() != 1 || o.collectives[0]->id != CollectiveId::kAllReduce) {
+      fail(ErrorCode::kInvalidArgument, "--calibrate measures all_reduce only");
+    }
+    if (o.algo) {
+      fail(ErrorCode::kInvalidArgument, "--calibrate chooses the algorithms itself: drop -A");
+    }
+  }
   return true;
+}
+
+// What the command line asks that these ranks cannot do; empty if nothing.
+std::string rankCountProblem(const BenchOptions& o, int n) {
+  if (o.calibrate && n < 2) return "--calibrate needs at least 2 ranks";
+  bool rooted = false;
+  for (const CollectiveInfo* c : o.collectives) {
+    rooted |= c->rooted;
+    if (c->id == CollectiveId::kSendRecv && n < 2 && !o.all) {
+      return "sendrecv needs at least 2 ranks (rank r sends to r+1, which must be another)";
+    }
+  }
+  if (rooted && o.root >= n) return fmt::format("-r {} is not a rank of {}", o.root, n);
+  return "";
 }
 
 // b, b*f, b*f^2, ... <= e (or b, b+i, ... with f = 1), as nccl-tests.
@@ -214,11 +283,12 @@ struct Buffer {
   std::unique_ptr<std::byte, decltype(&std::free)> bytes{nullptr, &std::free};
 };
 
-// Page-aligned like device memory, allocated once for the largest size and touched
-// up front, so no size pays for page faults inside its timed loop.
+// Page-aligned like device memory, allocated once for the largest size (and the checks'
+// guard) and touched up front, so no size pays for page faults inside its timed loop.
 Buffer allocate(size_t bytes) {
   constexpr size_t kPage = 4096;
-  size_t rounded = std::max(kPage, (bytes + kPage - 1) / kPage * kPage);
+  bytes += kGuardElements * sizeof(uint64_t);
+  size_t rounded = (bytes + kPage - 1) / kPage * kPage;
   Buffer b;
   b.bytes.reset(static_cast<std::byte*>(std::aligned_alloc(kPage, rounded)));
   if (!b.bytes) fail(ErrorCode::kSystemError, "cannot allocate {} bytes", rounded);
@@ -227,12 +297,12 @@ Buffer allocate(size_t bytes) {
 }
 
 // Mean seconds per op of `iters` back-to-back ops after `warmup` untimed ones.
-double timeOps(Communicator& comm, const Collective& coll, const void* send, void* recv,
-               size_t count, DataType t, ReduceOp op, const BenchOptions& o) {
-  for (int i = 0; i < o.warmup; ++i) coll.run(comm, send, recv, count, t, op);
+double timeOps(Communicator& comm, CollectiveRunner& runner, const Layout& l, Group g,
+               const BenchOptions& o) {
+  for (int i = 0; i < o.warmup; ++i) runner.run(l, g);
   comm.barrier();
   auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < o.iters; ++i) coll.run(comm, send, recv, count, t, op);
+  for (int i = 0; i < o.iters; ++i) runner.run(l, g);
   std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
   return elapsed.count() / o.iters;
 }
@@ -240,14 +310,23 @@ double timeOps(Communicator& comm, const Collective& coll, const void* send, voi
 const char* transportName(TransportKind k) {
   return k == TransportKind::kTcp ? "tcp" : k == TransportKind::kShm ? "shm" : "auto";
 }
-const char* algoName(AlgoKind k) {
-  return k == AlgoKind::kRing ? "ring" : k == AlgoKind::kRecursiveDoubling ? "rd" : "auto";
+const char* algoKindName(AlgoKind k) {
+  switch (k) {
+    case AlgoKind::kRing:
+      return "ring";
+    case AlgoKind::kTree:
+      return "tree";
+    case AlgoKind::kRecursiveDoubling:
+      return "rd";
+    case AlgoKind::kAuto:
+      break;
+  }
+  return "auto";
 }
 
-// nccl-tests' header. The "Rank" lines need every rank's pid and host: each rank writes
-// its own record into a zeroed table and a uint8 sum over ranks gathers them, since the
-// Communicator has no all-gather yet.
-void printHeader(Communicator& comm, const BenchOptions& o, bool print) {
+// Every rank's "pid host", in rank order: each rank writes its own record into a zeroed
+// table and a uint8 sum over ranks gathers them (all-reduce is gyre's oldest collective).
+std::vector<std::string> gatherRankRecords(Communicator& comm) {
   constexpr size_t kRecord = 128;
   const int n = comm.size();
   std::vector<uint8_t> table(static_cast<size_t>(n) * kRecord, 0);
@@ -256,23 +335,32 @@ void printHeader(Communicator& comm, const BenchOptions& o, bool print) {
   std::snprintf(reinterpret_cast<char*>(&table[static_cast<size_t>(comm.rank()) * kRecord]),
                 kRecord, "%d %s", static_cast<int>(::getpid()), host);
   comm.allReduce(table.data(), table.data(), table.size(), DataType::kUint8, ReduceOp::kSum);
-  if (!print) return;
-  std::printf("# Collective test starting: gyre-bench %s\n", o.collective->name);
+  std::vector<std::string> records;
+  for (int r = 0; r < n; ++r) {
+    const char* rec = reinterpret_cast<const char*>(&table[static_cast<size_t>(r) * kRecord]);
+    records.emplace_back(rec, strnlen(rec, kRecord));
+  }
+  return records;
+}
+
+// nccl-tests' header.
+void printHeader(Communicator& comm, const BenchOptions& o, const CollectiveInfo& c,
+                 const std::vector<std::string>& records) {
+  std::printf("# Collective test starting: gyre-bench %s\n", c.name);
   std::printf(
       "# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d "
       "agg iters: 1 validation: %d graph: 0\n",
       o.minBytes, o.maxBytes, o.stepFactor > 1 ? o.stepFactor : o.stepBytes,
       o.stepFactor > 1 ? "factor" : "bytes", o.warmup, o.iters, o.check ? 1 : 0);
   const Options& opt = comm.options();
-  std::printf("# gyre: %d ranks, transport %s, algo %s, slots %zu x %zu B\n", n,
-              transportName(opt.transport), algoName(opt.algo), opt.slots, opt.slotBytes);
+  std::printf("# gyre: %d ranks, transport %s, algo %s, slots %zu x %zu B\n", comm.size(),
+              transportName(opt.transport), algoKindName(opt.algo), opt.slots, opt.slotBytes);
   std::printf("#\n");
-  for (int r = 0; r < n; ++r) {
+  for (size_t r = 0; r < records.size(); ++r) {
     int pid = 0;
-    char rankHost[kRecord] = "";
-    std::sscanf(reinterpret_cast<const char*>(&table[static_cast<size_t>(r) * kRecord]), "%d %127s",
-                &pid, rankHost);
-    std::printf("#  Rank %2d Group  0 Pid %6d on %10s\n", r, pid, rankHost);
+    char rankHost[128] = "";
+    std::sscanf(records[r].c_str(), "%d %127s", &pid, rankHost);
+    std::printf("#  Rank %2zu Group  0 Pid %6d on %10s\n", r, pid, rankHost);
   }
   std::printf("#\n");
   // Group labels centred over their four columns (rows: 52 + 2 x 37 characters).
@@ -286,51 +374,50 @@ void printHeader(Communicator& comm, const BenchOptions& o, bool print) {
   std::fflush(stdout);
 }
 
-int runBench(Communicator& comm, const BenchOptions& o) {
+// One collective's block: header, a row per (type, op, size), trailer. Returns the
+// wrong elements over all ranks.
+uint64_t runCollective(Communicator& comm, const BenchOptions& o, const CollectiveInfo& c,
+                       const std::vector<std::string>& records, std::byte* send, std::byte* recv) {
   const int n = comm.size();
   const bool print = comm.rank() == 0;
-  const Collective& coll = *o.collective;
-  printHeader(comm, o, print);
-
-  Buffer send = allocate(o.maxBytes);
-  Buffer recv = allocate(o.maxBytes);
+  if (print) printHeader(comm, o, c, records);
   const std::vector<size_t> sizes = sweepSizes(o);
+  // Collectives without a reduction run once per type.
+  const std::vector<ReduceOp> ops = c.reduces ? o.ops : std::vector<ReduceOp>{ReduceOp::kSum};
   uint64_t totalWrong = 0;
   double busBwSum = 0;
   int busBwCount = 0;
   for (DataType t : o.dtypes) {
-    for (ReduceOp op : o.ops) {
-      const CheckPattern p = makePattern(t, op, comm.rank(), n);
-      // Timed out-of-place ops read the check inputs too (send is never written).
-      tile(send.bytes.get(), o.maxBytes / p.elemSize, p.input, p.elemSize);
+    for (ReduceOp op : ops) {
+      CollectiveRunner runner(comm, c, t, op, o.root, send, recv, o.maxBytes);
       for (size_t size : sizes) {
-        const size_t count = size / p.elemSize;
-        const size_t bytes = count * p.elemSize;
-        std::byte* s = send.bytes.get();
-        std::byte* r = recv.bytes.get();
-        double times[2];
-        times[0] = timeOps(comm, coll, s, r, count, t, op, o);
-        // In place, op after op on its own output: start from a fixed point of the op
-        // (0, or 1 for prod) so that values neither overflow nor turn into inf/NaN.
-        tile(r, count, p.neutral, p.elemSize);
-        times[1] = timeOps(comm, coll, r, r, count, t, op, o);
+        const Layout l = layoutFor(c, size, dtypeSize(t), n);
+        const bool has[2] = {c.outOfPlace, c.inPlace};
+        double times[2] = {0, 0};
         uint64_t wrong[2] = {0, 0};
+        for (Group g : {Group::kOutOfPlace, Group::kInPlace}) {
+          if (!has[static_cast<int>(g)]) continue;
+          runner.prepareTimed(l, g);
+          times[static_cast<int>(g)] = timeOps(comm, runner, l, g, o);
+        }
         if (o.check) {
-          tile(r, count, p.poison, p.elemSize);
-          coll.run(comm, s, r, count, t, op);
-          wrong[0] = countWrong(r, count, p);
-          std::memcpy(r, s, bytes);
-          coll.run(comm, r, r, count, t, op);
-          wrong[1] = countWrong(r, count, p);
+          for (Group g : {Group::kOutOfPlace, Group::kInPlace}) {
+            if (has[static_cast<int>(g)]) wrong[static_cast<int>(g)] = runner.check(l, g);
+          }
           comm.allReduce(wrong, wrong, 2, DataType::kUint64, ReduceOp::kSum);
           totalWrong += wrong[0] + wrong[1];
         }
         comm.allReduce(times, times, 2, DataType::kFloat64, ReduceOp::kMax);
         if (!print) continue;
-        std::printf("%12zu  %12zu  %8s  %6s  %6d", bytes, count, dtypeName(t), opName(op), -1);
+        std::printf("%12zu  %12zu  %8s  %6s  %6d", l.bytes, l.elements, dtypeName(t),
+                    c.reduces ? opName(op) : "none", c.rooted ? o.root : -1);
         for (int g = 0; g < 2; ++g) {
-          const double algBw = times[g] > 0 ? static_cast<double>(bytes) / times[g] / 1e9 : 0;
-          const double busBw = algBw * coll.busBwFactor(n);
+          if (!has[g]) {
+            std::printf("  %9s  %7s  %7s  %6s", "N/A", "N/A", "N/A", "N/A");
+            continue;
+          }
+          const double algBw = times[g] > 0 ? static_cast<double>(l.bytes) / times[g] / 1e9 : 0;
+          const double busBw = algBw * c.busBwFactor(n);
           busBwSum += busBw;
           ++busBwCount;
           std::string w = o.check ? std::to_string(wrong[g]) : "N/A";
@@ -347,6 +434,21 @@ int runBench(Communicator& comm, const BenchOptions& o) {
     std::printf("# Avg bus bandwidth    : %g\n", busBwCount > 0 ? busBwSum / busBwCount : 0.0);
     std::printf("#\n");
     std::fflush(stdout);
+  }
+  return totalWrong;
+}
+
+int runBench(Communicator& comm, const BenchOptions& o) {
+  const std::vector<std::string> records = gatherRankRecords(comm);
+  Buffer send = allocate(o.maxBytes);
+  Buffer recv = allocate(o.maxBytes);
+  uint64_t totalWrong = 0;
+  for (const CollectiveInfo* c : o.collectives) {
+    if (c->id == CollectiveId::kSendRecv && comm.size() < 2) {
+      if (comm.rank() == 0) std::printf("# %s skipped: it needs at least 2 ranks\n#\n", c->name);
+      continue;
+    }
+    totalWrong += runCollective(comm, o, *c, records, send.bytes.get(), recv.bytes.get());
   }
   return totalWrong == 0 ? 0 : 1;
 }
@@ -368,8 +470,18 @@ int main(int argc, char** argv) {
   }
   int rank = -1;
   try {
-    std::unique_ptr<Communicator> comm = Communicator::fromEnvironment();
+    Options commOptions = Options::fromEnvironment();
+    if (options.algo) commOptions.algo = *options.algo;
+    std::unique_ptr<Communicator> comm = Communicator::fromEnvironment(commOptions);
     rank = comm->rank();
+    // Same on every rank, so every rank stops here without a collective.
+    if (std::string problem = bench::rankCountProblem(options, comm->size()); !problem.empty()) {
+      if (rank == 0) std::fprintf(stderr, "gyre-bench: %s\n\n%s", problem.c_str(), bench::kUsage);
+      return 2;
+    }
+    if (options.calibrate) {
+      return bench::calibrate(*comm, commOptions, options.iters, options.warmup);
+    }
     return bench::runBench(*comm, options);
   } catch (const std::exception& e) {
     // gyre::Error names the peer and the collective; say which rank saw it.

@@ -1,0 +1,189 @@
+#include "bench/calibrate.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "base/types.h"
+#include "ring/algorithm_choice.h"
+#include "ring/tcp_store.h"
+
+namespace gyre::bench {
+namespace {
+
+constexpr size_t kLatencyBytes = 8;
+// Two sizes in the bandwidth range (the larger one is fitted, both are printed).
+constexpr size_t kBandwidthBytes[] = {size_t{4} << 20, size_t{16} << 20};
+constexpr int kLatencyItersFactor = 10;
+
+// Mean microseconds per float-sum all-reduce of `bytes` on this rank.
+double timeAllReduce(Communicator& comm, std::vector<float>& buffer, size_t bytes, int iters,
+                     int warmup) {
+  const size_t count = bytes / sizeof(float);
+  for (int i = 0; i < warmup; ++i) {
+    comm.allReduce(buffer.data(), buffer.data(), count, DataType::kFloat32, ReduceOp::kSum);
+  }
+  comm.barrier();
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) {
+    comm.allReduce(buffer.data(), buffer.data(), count, DataType::kFloat32, ReduceOp::kSum);
+  }
+  std::chrono::duration<double, std::micro> elapsed = std::chrono::steady_clock::now() - start;
+  return elapsed.count() / iters;
+}
+
+// A store for the per-algorithm communicators: rank 0 serves one on a free port of
+// MASTER_ADDR (the launcher's address for rank 0) and tells the others the port.
+std::shared_ptr<Store> calibrationStore(Communicator& comm, const Options& options) {
+  const char* addr = std::getenv("MASTER_ADDR");
+  const std::string host = addr != nullptr && *addr != '\0' ? addr : "127.0.0.1";
+  std::shared_ptr<TcpStore> served;
+  uint64_t port = 0;
+  if (comm.rank() == 0) {
+    served = TcpStore::serve(host, 0, options.timeout);
+    port = served->port();
+  }
+  comm.broadcast(&port, 1, DataType::kUint64, 0);
+  if (served) return served;
+  return TcpStore::connect(host, static_cast<uint16_t>(port), options.timeout);
+}
+
+// The transport the ranks use: GYRE_TRANSPORT, and for auto bootstrap's rule (shared
+// memory when every rank is on one host), judged here by host name.
+std::string resolvedTransport(Communicator& comm, const Options& options) {
+  if (options.transport == TransportKind::kTcp) return "tcp";
+  if (options.transport == TransportKind::kShm) return "shm";
+  char host[256] = "";
+  ::gethostname(host, sizeof(host) - 1);
+  uint64_t hash = 14695981039346656037ull;  // FNV-1a
+  for (const char* p = host; *p != '\0'; ++p) {
+    hash = (hash ^ static_cast<unsigned char>(*p)) * 1099511628211ull;
+  }
+  uint64_t lo = hash, hi = hash;
+  comm.allReduce(&lo, &lo, 1, DataType::kUint64, ReduceOp::kMin);
+  comm.allReduce(&hi, &hi, 1, DataType::kUint64, ReduceOp::kMax);
+  return lo == hi ? "shm" : "tcp";
+}
+
+struct AlgoRun {
+  AllReduceAlgo algo;
+  AlgoKind force;
+  std::vector<size_t> sizes;
+  std::vector<double> us;  // per size, the largest over ranks
+  bool failed = false;
+};
+
+// Times `run.sizes` on a communicator of its own with the algorithm forced. A failure
+// (on any rank) marks the run failed; rank 0 says why on stderr.
+void measure(Communicator& comm, const std::shared_ptr<Store>& store, const Options& options,
+             int iters, int warmup, AlgoRun& run) {
+  Options forced = options;
+  forced.algo = run.force;
+  std::vector<float> buffer(kBandwidthBytes[1] / sizeof(float), 1.0f);
+  // One more slot for the failure flag, agreed on with the times in one all-reduce.
+  std::vector<double> local(run.sizes.size() + 1, 0.0);
+  std::string error;
+  {
+    std::unique_ptr<Communicator> algoComm =
+        Communicator::create(store, comm.rank(), comm.size(), forced);
+    try {
+      for (size_t i = 0; i < run.sizes.size(); ++i) {
+        const bool latency = run.sizes[i] == kLatencyBytes;
+        local[i] = timeAllReduce(*algoComm, buffer, run.sizes[i],
+                                 latency ? iters * kLatencyItersFactor : iters, warmup);
+      }
+    } catch (const Error& e) {
+      local.back() = 1;
+      error = e.what();
+    }
+  }
+  comm.allReduce(local.data(), local.data(), local.size(), DataType::kFloat64, ReduceOp::kMax);
+  run.failed = local.back() != 0;
+  run.us.assign(local.begin(), local.end() - 1);
+  if (run.failed && !error.empty() && comm.rank() == 0) {
+    std::fprintf(stderr, "gyre-bench: calibration: %s all-reduce failed: %s\n", algoName(run.algo),
+                 error.c_str());
+  }
+}
+
+}  // namespace
+
+int calibrate(Communicator& comm, const Options& options, int iters, int warmup) {
+  const int n = comm.size();
+  const std::string transport = resolvedTransport(comm, options);
+  std::shared_ptr<Store> store = calibrationStore(comm, options);
+
+  AlgoRun ring{AllReduceAlgo::kRing, AlgoKind::kRing, {kLatencyBytes}, {}};
+  for (size_t s : kBandwidthBytes) ring.sizes.push_back(s);
+  AlgoRun tree{AllReduceAlgo::kTree, AlgoKind::kTree, {kLatencyBytes}, {}};
+  AlgoRun rd{AllReduceAlgo::kRecursiveDoubling, AlgoKind::kRecursiveDoubling, {kLatencyBytes}, {}};
+  for (AlgoRun* run : {&ring, &tree, &rd}) {
+    measure(comm, store, options, iters, warmup, *run);
+  }
+  if (ring.failed) {
+    fail(ErrorCode::kInternal, "rank {}: calibration: the ring all-reduce failed", comm.rank());
+  }
+
+  // The fit (ring/algorithm_choice.cc's ring cost, solved for alpha and gbps).
+  const double steps = 2.0 * (n - 1);
+  const double busFactor = 2.0 * (n - 1) / n;
+  LinkCost cost;
+  cost.alphaUs = ring.us[0] / steps;
+  std::vector<double> gbps;
+  for (size_t i = 1; i < ring.sizes.size(); ++i) {
+    const double transferUs = ring.us[i] - steps * cost.alphaUs;
+    if (transferUs <= 0) {
+      fail(ErrorCode::kInternal,
+           "rank {}: calibration: {} B took {:.2f} us, no longer than 8 B ({:.2f} us)", comm.rank(),
+           ring.sizes[i], ring.us[i], ring.us[0]);
+    }
+    gbps.push_back(busFactor * static_cast<double>(ring.sizes[i]) / (transferUs * 1000.0));
+  }
+  cost.gbps = gbps.back();
+
+  if (comm.rank() == 0) {
+    std::printf("calibration: transport=%s ranks=%d alpha_us=%.3f gbps=%.3f%s\n", transport.c_str(),
+                n, cost.alphaUs, cost.gbps,
+                options.transport == TransportKind::kAuto
+                    ? "  (GYRE_TRANSPORT=auto: shm when every rank is on one host)"
+                    : "");
+    std::printf("calibration: ring_us 8B=%.2f", ring.us[0]);
+    for (size_t i = 1; i < ring.sizes.size(); ++i) {
+      std::printf(" %zuM=%.2f", ring.sizes[i] >> 20, ring.us[i]);
+    }
+    std::printf("  (gbps");
+    for (size_t i = 1; i < ring.sizes.size(); ++i) {
+      std::printf(" %zuM=%.3f", ring.sizes[i] >> 20, gbps[i - 1]);
+    }
+    std::printf(")\n");
+    std::printf("calibration: 8B_us");
+    for (const AlgoRun* run : {&ring, &tree, &rd}) {
+      if (run->failed) {
+        std::printf(" %s=failed", algoName(run->algo));
+      } else {
+        std::printf(" %s=%.2f", algoName(run->algo), run->us[0]);
+      }
+    }
+    std::printf("  (model:");
+    for (const AlgoRun* run : {&ring, &tree, &rd}) {
+      std::printf(" %s=%.2f", algoName(run->algo),
+                  predictMicros(run->algo, kLatencyBytes, n, cost));
+    }
+    std::printf(")\n");
+    std::printf(
+        "calibration: paste into linkCost() (ring/algorithm_choice.cc): %s -> "
+        "LinkCost{%.1f, %.1f}\n",
+        transport.c_str(), cost.alphaUs, cost.gbps);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace gyre::bench
