@@ -1,0 +1,151 @@
+// The C API's errors, communicators and requests (capi/gyre.h); the collectives are in
+// capi/collectives.cc, the handles and the exception guard in capi/handles.h.
+#include "capi/gyre.h"
+
+#include <string>
+
+#include "base/error.h"
+#include "base/options.h"
+#include "capi/handles.h"
+#include "capi/unique_id.h"
+#include "ring/communicator.h"
+#include "ring/tcp_store.h"
+
+using gyre::ErrorCode;
+using gyre::fail;
+using gyre::capi::ErrorSlot;
+using gyre::capi::guarded;
+using gyre::capi::need;
+using gyre::capi::needOut;
+using gyre::capi::slotOf;
+using gyre::capi::wrap;
+
+static_assert(sizeof(gyreUniqueId) == gyre::capi::kUniqueIdBytes);
+
+extern "C" {
+
+const char* gyreGetErrorString(gyreResult_t result) {
+  switch (gyre::capi::raw(result)) {  // any int may come from C
+    case gyreSuccess:
+      return "no error";
+    case gyreInvalidArgument:
+      return "invalid argument";
+    case gyreTimeout:
+      return "timeout (a stalled or absent peer)";
+    case gyreRemoteError:
+      return "remote error (a peer closed, reset or failed)";
+    case gyreMismatch:
+      return "mismatch (ranks issued different calls)";
+    case gyreAborted:
+      return "communicator aborted";
+    case gyreSystemError:
+      return "system error";
+    case gyreInternalError:
+      return "internal error (a bug in gyre)";
+    case gyreInProgress:
+      return "operation in progress";
+  }
+  return "unknown result code";
+}
+
+const char* gyreGetLastError(gyreComm_t comm) {
+  thread_local std::string copy;  // valid until this thread's next call
+  try {
+    copy = gyre::capi::lastError(gyre::capi::slotOf(comm));
+  } catch (...) {
+    return "out of memory while reading the last error";
+  }
+  return copy.c_str();
+}
+
+gyreResult_t gyreGetUniqueId(gyreUniqueId* uniqueId) {
+  return guarded(nullptr, "gyreGetUniqueId", [&] {
+    needOut(uniqueId, "uniqueId");
+    gyre::capi::UniqueId id = gyre::capi::serveUniqueId(gyre::Options::fromEnvironment());
+    gyre::capi::encode(id, uniqueId->internal);
+  });
+}
+
+gyreResult_t gyreCommInitRank(gyreComm_t* comm, int nranks, gyreUniqueId commId, int rank) {
+  if (comm) *comm = nullptr;
+  return guarded(nullptr, "gyreCommInitRank", [&] {
+    needOut(comm, "comm");
+    if (nranks < 1) fail(ErrorCode::kInvalidArgument, "nranks {} must be >= 1", nranks);
+    if (rank < 0 || rank >= nranks) {
+      fail(ErrorCode::kInvalidArgument, "rank {} is outside [0, {})", rank, nranks);
+    }
+    gyre::capi::UniqueId id = gyre::capi::decode(commId.internal);
+    gyre::Options options = gyre::Options::fromEnvironment();
+    options.token = id.token;
+    auto store = gyre::TcpStore::connect(id.host, id.port, options.timeout);
+    *comm = wrap(gyre::Communicator::create(std::move(store), rank, nranks, options));
+  });
+}
+
+gyreResult_t gyreCommInitFromEnv(gyreComm_t* comm) {
+  if (comm) *comm = nullptr;
+  return guarded(nullptr, "gyreCommInitFromEnv", [&] {
+    needOut(comm, "comm");
+    *comm = wrap(gyre::Communicator::fromEnvironment());
+  });
+}
+
+gyreResult_t gyreCommDestroy(gyreComm_t comm) {
+  return guarded(nullptr, "gyreCommDestroy", [&] { delete comm; });
+}
+
+gyreResult_t gyreCommAbort(gyreComm_t comm) {
+  return guarded(slotOf(comm), "gyreCommAbort", [&] { need(comm).abort(); });
+}
+
+gyreResult_t gyreCommCount(const gyreComm_t comm, int* count) {
+  return guarded(slotOf(comm), "gyreCommCount", [&] {
+    needOut(count, "count");
+    *count = need(comm).size();
+  });
+}
+
+gyreResult_t gyreCommUserRank(const gyreComm_t comm, int* rank) {
+  return guarded(slotOf(comm), "gyreCommUserRank", [&] {
+    needOut(rank, "rank");
+    *rank = need(comm).rank();
+  });
+}
+
+gyreResult_t gyreCommSplit(gyreComm_t comm, int color, int key, gyreComm_t* newcomm) {
+  if (newcomm) *newcomm = nullptr;
+  return guarded(slotOf(comm), "gyreCommSplit", [&] {
+    needOut(newcomm, "newcomm");
+    std::unique_ptr<gyre::Communicator> child = need(comm).split(color, key);
+    if (child) *newcomm = wrap(std::move(child));
+  });
+}
+
+// ---- Requests -------------------------------------------------------------------------
+
+gyreResult_t gyreTest(gyreRequest_t request, int* done) {
+  if (done) *done = 0;
+  ErrorSlot* slot = request ? request->errors.get() : nullptr;
+  gyreResult_t result = guarded(slot, "gyreTest", [&] {
+    if (request == nullptr) fail(ErrorCode::kInvalidArgument, "request is NULL");
+    needOut(done, "done");
+    if (!request->work.test()) return;
+    *done = 1;
+    request->work.wait();  // finished: throws its failure, if any
+  });
+  return result == gyreSuccess && done && !*done ? gyreInProgress : result;
+}
+
+gyreResult_t gyreWait(gyreRequest_t request) {
+  ErrorSlot* slot = request ? request->errors.get() : nullptr;
+  return guarded(slot, "gyreWait", [&] {
+    if (request == nullptr) fail(ErrorCode::kInvalidArgument, "request is NULL");
+    request->work.wait();
+  });
+}
+
+gyreResult_t gyreRequestFree(gyreRequest_t request) {
+  return guarded(nullptr, "gyreRequestFree", [&] { delete request; });
+}
+
+}  // extern "C"

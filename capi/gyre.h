@@ -1,0 +1,217 @@
+/* gyre C API: NCCL-shaped bindings of gyre::Communicator (ring/communicator.h) for C,
+ * C99 and later, and for anything with a C FFI (ctypes, cffi, Rust, Go).
+ *
+ * Contract
+ * - Every function returns a gyreResult_t; none throws, aborts the process or prints to
+ *   stdout. On failure the full message (naming the rank, the peer and the collective
+ *   where there is one) is kept for gyreGetLastError(comm) and, for every failure,
+ *   gyreGetLastError(NULL) of the calling thread. Handles returned through
+ *   out-parameters (comm, newcomm, request) are NULL after a failure.
+ * - NULL pointers where an object is required, a NULL buffer with count > 0, unknown
+ *   datatypes or ops, and out-of-range ranks, roots and peers are gyreInvalidArgument;
+ *   nothing is sent and the communicator stays usable.
+ * - Any other failure of an operation (timeout, a dead or aborted peer, a mismatched
+ *   call) aborts the communicator on every rank, as in C++: later calls on it fail with
+ *   gyreAborted. Destroy it and make a new one.
+ * - Buffers are host memory owned by the caller. Collectives are called in the same order
+ *   on every rank of a communicator; send/recv only by the two ranks involved, in the same
+ *   order between them. Blocking calls return when the operation is complete; *Async
+ *   calls return at once with a request, and the operation's buffers must stay valid until
+ *   gyreTest reports it done or gyreWait returns. Operations of one communicator run one
+ *   at a time in issue order. Counts may be 0.
+ * - Threads: calls on one communicator come from one thread at a time, except
+ *   gyreCommAbort (any thread, any time) and gyreTest/gyreWait/gyreRequestFree on its
+ *   requests (any thread). Different communicators are independent.
+ *
+ * Differences from NCCL
+ * - Host memory and blocking calls instead of CUDA streams; *Async + gyreRequest_t take
+ *   the place of stream asynchrony.
+ * - gyreCommAbort only aborts (it may run while another thread is blocked in a call on
+ *   the same communicator); gyreCommDestroy must still be called to free it, and then
+ *   does not wait for the peers.
+ * - A gyreUniqueId serves one communicator: every rank passes it to gyreCommInitRank once.
+ *   The bootstrap store it names runs in the process that called gyreGetUniqueId until
+ *   that process exits (not only until init, as NCCL's root does: gyre's
+ *   gyreCommSplit goes through the store, also for sub-communicators that do not include
+ *   the creating process). Only the process that created it stops it; a child forked
+ *   after gyreGetUniqueId inherits the id, never the server.
+ * - Environment: gyreCommInitRank and gyreCommInitFromEnv read the GYRE_* variables (see
+ *   README) when called; MASTER_ADDR also picks the address the id's store listens on.
+ */
+#ifndef GYRE_CAPI_GYRE_H_
+#define GYRE_CAPI_GYRE_H_
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Values of gyreSuccess..gyreInternalError equal gyre::ErrorCode (base/error.h). */
+typedef enum {
+  gyreSuccess = 0,
+  gyreInvalidArgument = 1, /* the caller passed something wrong; nothing was sent */
+  gyreTimeout = 2,         /* a bounded wait expired (a stalled or absent peer) */
+  gyreRemoteError = 3,     /* a peer closed, reset or reported a failure */
+  gyreMismatch = 4,        /* ranks issued different collectives */
+  gyreAborted = 5,         /* the communicator was aborted (gyreCommAbort or a failure) */
+  gyreSystemError = 6,     /* an OS call or an allocation failed */
+  gyreInternalError = 7,   /* a broken invariant inside gyre: a bug, please report it */
+  gyreInProgress = 8,      /* gyreTest: the operation is still running */
+  gyreNumResults = 9
+} gyreResult_t;
+
+/* Values equal gyre::DataType (base/types.h); they are part of the wire protocol. */
+typedef enum {
+  gyreInt8 = 0,
+  gyreChar = 0,
+  gyreUint8 = 1,
+  gyreInt32 = 2,
+  gyreInt = 2,
+  gyreUint32 = 3,
+  gyreInt64 = 4,
+  gyreUint64 = 5,
+  gyreFloat16 = 6,
+  gyreHalf = 6,
+  gyreBfloat16 = 7,
+  gyreFloat32 = 8,
+  gyreFloat = 8,
+  gyreFloat64 = 9,
+  gyreDouble = 9,
+  gyreNumTypes = 10
+} gyreDataType_t;
+
+/* Values equal gyre::ReduceOp. gyreAvg: the sum scaled by 1/n (floating types) or
+ * divided by n (integer types). */
+typedef enum {
+  gyreSum = 0,
+  gyreProd = 1,
+  gyreMin = 2,
+  gyreMax = 3,
+  gyreAvg = 4,
+  gyreNumOps = 5
+} gyreRedOp_t;
+
+typedef struct gyreComm* gyreComm_t;
+typedef struct gyreRequest* gyreRequest_t;
+
+/* Opaque bootstrap handle: copy its bytes to every rank (a file, MPI_Bcast, fork). */
+#define GYRE_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[GYRE_UNIQUE_ID_BYTES];
+} gyreUniqueId;
+
+#define GYRE_SPLIT_NOCOLOR (-1)
+
+/* ---- Errors ------------------------------------------------------------------------ */
+
+/* A static description of a result code ("invalid argument", ...). */
+const char* gyreGetErrorString(gyreResult_t result);
+/* The full message of the last failure on `comm` (NULL: of the calling thread, which
+ * includes failures before a communicator exists, e.g. in init). "" if none. Successful
+ * calls do not clear it. The string stays valid until this thread calls
+ * gyreGetLastError again. */
+const char* gyreGetLastError(gyreComm_t comm);
+
+/* ---- Communicators ------------------------------------------------------------------ */
+
+/* Starts a bootstrap store in this process on a free port of MASTER_ADDR (default
+ * 127.0.0.1) and writes its address and a random job token into *uniqueId. */
+gyreResult_t gyreGetUniqueId(gyreUniqueId* uniqueId);
+/* Collective over the nranks processes sharing commId: returns once all are connected. */
+gyreResult_t gyreCommInitRank(gyreComm_t* comm, int nranks, gyreUniqueId commId, int rank);
+/* torchrun's RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (rank 0 serves the store there). */
+gyreResult_t gyreCommInitFromEnv(gyreComm_t* comm);
+/* Finishes the operations issued on comm and frees it. NULL is a no-op (as free()). */
+gyreResult_t gyreCommDestroy(gyreComm_t comm);
+/* Ends pending and later operations with gyreAborted and tells the other ranks. Any
+ * thread, any time, idempotent. Does not free comm: call gyreCommDestroy. */
+gyreResult_t gyreCommAbort(gyreComm_t comm);
+gyreResult_t gyreCommCount(const gyreComm_t comm, int* count);
+gyreResult_t gyreCommUserRank(const gyreComm_t comm, int* rank);
+/* Collective over comm: ranks with the same color form *newcomm, ordered by key (ties by
+ * rank). A negative color (GYRE_SPLIT_NOCOLOR) joins none and gets *newcomm = NULL. */
+gyreResult_t gyreCommSplit(gyreComm_t comm, int color, int key, gyreComm_t* newcomm);
+
+/* ---- Collectives (blocking) --------------------------------------------------------- */
+/* In-place rules are NCCL's: sendbuff == recvbuff for all-reduce, broadcast and reduce;
+ * sendbuff == recvbuff + rank * sendcount for all-gather; recvbuff == sendbuff + rank *
+ * recvcount for reduce-scatter; all-to-all buffers must not overlap. */
+
+gyreResult_t gyreAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                           gyreDataType_t datatype, gyreRedOp_t op, gyreComm_t comm);
+/* recvbuff on every rank becomes root's data. On root, sendbuff is copied to recvbuff
+ * first when they differ; elsewhere sendbuff is ignored (it may be NULL). */
+gyreResult_t gyreBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                           gyreDataType_t datatype, int root, gyreComm_t comm);
+/* recvbuff is written only on root (it may be NULL elsewhere). */
+gyreResult_t gyreReduce(const void* sendbuff, void* recvbuff, size_t count, gyreDataType_t datatype,
+                        gyreRedOp_t op, int root, gyreComm_t comm);
+/* recvbuff holds nranks * sendcount elements: rank r's sendbuff at r * sendcount. */
+gyreResult_t gyreAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                           gyreDataType_t datatype, gyreComm_t comm);
+/* sendbuff holds nranks * recvcount elements; rank r gets the reduction of block r. */
+gyreResult_t gyreReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                               gyreDataType_t datatype, gyreRedOp_t op, gyreComm_t comm);
+/* Block p (count elements) of sendbuff goes to rank p; block p of recvbuff comes from p. */
+gyreResult_t gyreAllToAll(const void* sendbuff, void* recvbuff, size_t count,
+                          gyreDataType_t datatype, gyreComm_t comm);
+/* The receiver's count and datatype must match the sender's (gyreMismatch otherwise). A
+ * send larger than the pipe (GYRE_SLOTS x GYRE_SLOT_BYTES) finishes only once the peer
+ * receives. Operations run one at a time in issue order, async ones too, so ranks that
+ * send to each other at the same time (a ring shift, an exchange) use gyreSendRecv. */
+gyreResult_t gyreSend(const void* sendbuff, size_t count, gyreDataType_t datatype, int peer,
+                      gyreComm_t comm);
+gyreResult_t gyreRecv(void* recvbuff, size_t count, gyreDataType_t datatype, int peer,
+                      gyreComm_t comm);
+/* Sends to sendpeer and receives from recvpeer at once (MPI_Sendrecv; NCCL needs a
+ * group for this): deadlock-free for any pattern in which every rank does the same
+ * (shifts, exchanges), whatever the sizes. Blocking only. */
+gyreResult_t gyreSendRecv(const void* sendbuff, size_t sendcount, int sendpeer, void* recvbuff,
+                          size_t recvcount, int recvpeer, gyreDataType_t datatype, gyreComm_t comm);
+gyreResult_t gyreBarrier(gyreComm_t comm);
+
+/* ---- Asynchronous operations -------------------------------------------------------- */
+/* The same operations, returning at once with *request (NULL on failure to issue). A
+ * failure while running is reported by gyreTest/gyreWait of the request. Each request
+ * must be freed with gyreRequestFree; freeing one that is still running is allowed (the
+ * operation still completes, and its buffers stay in use until it has: a later blocking
+ * call on the communicator, or gyreCommDestroy, returns after it). */
+
+gyreResult_t gyreAllReduceAsync(const void* sendbuff, void* recvbuff, size_t count,
+                                gyreDataType_t datatype, gyreRedOp_t op, gyreComm_t comm,
+                                gyreRequest_t* request);
+/* On root with sendbuff != recvbuff, the copy is made before returning, after the
+ * operations issued before it have finished (they may use either buffer). */
+gyreResult_t gyreBroadcastAsync(const void* sendbuff, void* recvbuff, size_t count,
+                                gyreDataType_t datatype, int root, gyreComm_t comm,
+                                gyreRequest_t* request);
+gyreResult_t gyreReduceAsync(const void* sendbuff, void* recvbuff, size_t count,
+                             gyreDataType_t datatype, gyreRedOp_t op, int root, gyreComm_t comm,
+                             gyreRequest_t* request);
+gyreResult_t gyreAllGatherAsync(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                gyreDataType_t datatype, gyreComm_t comm, gyreRequest_t* request);
+gyreResult_t gyreReduceScatterAsync(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                    gyreDataType_t datatype, gyreRedOp_t op, gyreComm_t comm,
+                                    gyreRequest_t* request);
+gyreResult_t gyreAllToAllAsync(const void* sendbuff, void* recvbuff, size_t count,
+                               gyreDataType_t datatype, gyreComm_t comm, gyreRequest_t* request);
+gyreResult_t gyreSendAsync(const void* sendbuff, size_t count, gyreDataType_t datatype, int peer,
+                           gyreComm_t comm, gyreRequest_t* request);
+gyreResult_t gyreRecvAsync(void* recvbuff, size_t count, gyreDataType_t datatype, int peer,
+                           gyreComm_t comm, gyreRequest_t* request);
+gyreResult_t gyreBarrierAsync(gyreComm_t comm, gyreRequest_t* request);
+
+/* Never blocks. Running: *done = 0, returns gyreInProgress. Finished: *done = 1, returns
+ * gyreSuccess or the operation's error (again on every later test or wait). */
+gyreResult_t gyreTest(gyreRequest_t request, int* done);
+/* Blocks until the operation finished; returns gyreSuccess or its error. */
+gyreResult_t gyreWait(gyreRequest_t request);
+/* Frees the handle (not the operation: see above). NULL is a no-op. */
+gyreResult_t gyreRequestFree(gyreRequest_t request);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* GYRE_CAPI_GYRE_H_ */
