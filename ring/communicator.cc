@@ -91,6 +91,12 @@ class Communicator::Impl {
         store_(std::move(store)),
         listenHost_(listenHost),
         inspector_(rank, size, options.stallWarn, options.timeout) {
+    if (options_.slots < 2 || options_.slotBytes < 64) {
+      // The schedules keep up to two slices in flight on one pipe (ring, tree).
+      fail(ErrorCode::kInvalidArgument,
+           "rank {}: pipes need at least 2 slots of 64 bytes (slots {}, slot bytes {})", rank_,
+           options_.slots, options_.slotBytes);
+    }
     prefix_ = prefix.empty() ? nextCommPrefix(store_.get()) : prefix;
     auto comm = std::make_shared<PrefixStore>(prefix_, store_);
     comm->setTimeout(options_.timeout);
@@ -305,6 +311,8 @@ class Communicator::Impl {
   }
   void checkRoot(const char* what, int root) const;
   void checkPeer(const char* what, int peer) const;
+  void checkDistinctOrSame(const char* what, const void* sendbuf, const void* recvbuf,
+                           size_t count, DataType dtype) const;
   void checkShares(const char* what, const void* whole, const void* share, size_t count,
                    DataType dtype) const;
 
@@ -477,6 +485,18 @@ void Communicator::Impl::checkRoot(const char* what, int root) const {
   }
 }
 
+void Communicator::Impl::checkDistinctOrSame(const char* what, const void* sendbuf,
+                                             const void* recvbuf, size_t count,
+                                             DataType dtype) const {
+  const size_t bytes = count * dtypeSize(dtype);
+  if (sendbuf != recvbuf && overlaps(sendbuf, bytes, recvbuf, bytes)) {
+    fail(ErrorCode::kInvalidArgument,
+         "rank {}: {}: sendbuf and recvbuf overlap without being equal (in place means "
+         "sendbuf == recvbuf)",
+         rank_, what);
+  }
+}
+
 void Communicator::Impl::checkPeer(const char* what, int peer) const {
   if (peer < 0 || peer >= size_ || peer == rank_) {
     fail(ErrorCode::kInvalidArgument, "rank {}: {}: peer {} is {}", rank_, what, peer,
@@ -515,6 +535,7 @@ Work Communicator::allReduceAsync(const void* sendbuf, void* recvbuf, size_t cou
 Work Communicator::allReduceIssue(bool async, const void* sendbuf, void* recvbuf, size_t count,
                                   DataType dtype, ReduceOp op) {
   impl_->validate("allreduce", sendbuf, recvbuf, count, dtype, op);
+  impl_->checkDistinctOrSame("allreduce", sendbuf, recvbuf, count, dtype);
   CollectiveCall call = makeCall(CollectiveKind::kAllReduce, count, dtype, op);
   Impl* impl = impl_.get();
   return impl->issue(async, [=] { impl->run(call, sendbuf, recvbuf); });
@@ -553,6 +574,7 @@ Work Communicator::reduceIssue(bool async, const void* sendbuf, void* recvbuf, s
   const bool isRoot = rank() == root;
   // Only the root's recvbuf is used; elsewhere it may be null.
   impl_->validate("reduce", sendbuf, isRoot ? recvbuf : sendbuf, count, dtype, op);
+  if (isRoot) impl_->checkDistinctOrSame("reduce", sendbuf, recvbuf, count, dtype);
   if (!isRoot) recvbuf = nullptr;
   CollectiveCall call = makeCall(CollectiveKind::kReduce, count, dtype, op, root);
   Impl* impl = impl_.get();
