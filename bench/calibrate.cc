@@ -123,6 +123,7 @@ int calibrate(Communicator& comm, const Options& options, int iters, int warmup)
   AlgoRun ring{AllReduceAlgo::kRing, AlgoKind::kRing, {kLatencyBytes}, {}};
   for (size_t s : kBandwidthBytes) ring.sizes.push_back(s);
   AlgoRun tree{AllReduceAlgo::kTree, AlgoKind::kTree, {kLatencyBytes}, {}};
+  for (size_t s : kBandwidthBytes) tree.sizes.push_back(s);
   AlgoRun rd{AllReduceAlgo::kRecursiveDoubling, AlgoKind::kRecursiveDoubling, {kLatencyBytes}, {}};
   for (AlgoRun* run : {&ring, &tree, &rd}) {
     measure(comm, store, options, iters, warmup, *run);
@@ -146,11 +147,18 @@ int calibrate(Communicator& comm, const Options& options, int iters, int warmup)
     }
     gbps.push_back(busFactor * static_cast<double>(ring.sizes[i]) / (transferUs * 1000.0));
   }
-  cost.gbps = gbps.back();
+  cost.bytesPerUs = gbps.back() * 1000.0;
+  // The tree's large-buffer time relative to the ring's, at this rank count.
+  double treeRatio = 0;
+  if (!tree.failed) {
+    for (size_t i = 1; i < ring.sizes.size(); ++i) treeRatio += tree.us[i] / ring.us[i];
+    treeRatio /= static_cast<double>(ring.sizes.size() - 1);
+    cost.treeBytesRatio[std::min(n, 8)] = treeRatio;
+  }
 
   if (comm.rank() == 0) {
     std::printf("calibration: transport=%s ranks=%d alpha_us=%.3f gbps=%.3f%s\n", transport.c_str(),
-                n, cost.alphaUs, cost.gbps,
+                n, cost.alphaUs, cost.bytesPerUs / 1000.0,
                 options.transport == TransportKind::kAuto
                     ? "  (GYRE_TRANSPORT=auto: shm when every rank is on one host)"
                     : "");
@@ -178,9 +186,9 @@ int calibrate(Communicator& comm, const Options& options, int iters, int warmup)
     }
     std::printf(")\n");
     std::printf(
-        "calibration: paste into linkCost() (ring/algorithm_choice.cc): %s -> "
-        "LinkCost{%.1f, %.1f}\n",
-        transport.c_str(), cost.alphaUs, cost.gbps);
+        "calibration: for ring/algorithm_choice.cc's table (%s): alphaUs %.1f, bytesPerUs "
+        "%.0f, treeBytesRatio[%d] %.2f\n",
+        transport.c_str(), cost.alphaUs, cost.bytesPerUs, std::min(n, 8), treeRatio);
     std::fflush(stdout);
   }
   return 0;

@@ -1,16 +1,21 @@
 // Which all-reduce algorithm runs a call: a cost model `time = alpha * steps + bytes / beta`
-// per algorithm, with alpha (seconds per step) and beta (bytes per second on one link)
-// per transport from one table (ring/algorithm_choice.cc, measured with gyre-bench;
-// `gyre-bench --calibrate` measures this machine's and prints a table to paste, and
+// per algorithm, with alpha (microseconds per step) and beta (bytes per microsecond on
+// the busiest rank) per transport from one table in ring/algorithm_choice.cc, measured
+// with gyre-bench (`gyre-bench --calibrate` fits alpha and beta on another machine;
 // GYRE_ALGO=ring|tree|rd overrides the choice).
 //
-//   ring  2(n-1) steps, 2(n-1)/n * S bytes on every link
-//   tree  2 * depth steps (depth ~ log2 n), the busiest rank moves ~2S (double binary tree)
-//   rd    log2(p) exchanges (+2 when n is not a power of two p), log2(p) * S bytes; only
-//         when the buffer fits one slot
+//   ring  2(n-1) steps; 2(n-1)/n * S bytes per rank
+//   tree  2 floor(log2 n) + 2 steps (up, down, and the pipeline's fill); the ring's bytes
+//         times a measured ratio per rank count (the double binary tree moves about as
+//         much as the ring per rank, but needs fewer ranks scheduled at once per slice,
+//         which on a host with fewer cores than ranks makes it faster: see the table)
+//   rd    log2(p) exchanges, +2 when n is not a power of two p; log2(p) * S bytes (+2S);
+//         only when the buffer fits one slot
 //
-// Contract: pure and deterministic: every rank computes the same choice from the same
-// (options, bytes, size, transport), so all ranks run the same schedule.
+// Contract: pure and deterministic; every input is the same on every rank (the
+// transport kind is decided alike on every rank at bootstrap), so all ranks choose the
+// same algorithm, and the choice travels in every slice's tag: ranks that still
+// disagree (a different GYRE_ALGO, say) fail with kMismatch instead of mixing schedules.
 #pragma once
 
 #include <cstddef>
@@ -25,11 +30,14 @@ const char* algoName(AllReduceAlgo algo);
 
 struct LinkCost {
   double alphaUs = 0;  // fixed cost of one step (hand-off to a peer and its wake-up)
-  double gbps = 1;     // bytes per ns that one link sustains in a pipelined schedule
+  double bytesPerUs = 1;  // what the busiest rank moves per microsecond in the ring
+  // Tree time over ring time for large buffers, by rank count (index n, 2..8; larger
+  // counts use the last entry).
+  double treeBytesRatio[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
 };
 
 // The table's entry for shared memory (shm = true) or tcp.
-LinkCost linkCost(bool shm);
+const LinkCost& linkCost(bool shm);
 
 // Predicted microseconds for `bytes` over `size` ranks.
 double predictMicros(AllReduceAlgo algo, size_t bytes, int size, const LinkCost& cost);

@@ -54,8 +54,23 @@ PipeSet connectPeers(Store& store, const BootstrapParams& p, const Options& opti
   store.setString(fmt::format("shm/{}", p.rank), room ? "1" : "0");
   log(LogLevel::kInfo, p.rank, "listening on {}", bound.toString());
 
+  // What every rank must agree on, or the schedules would not fit together (the algorithm
+  // choice and the slicing): checked here so a disagreement fails at creation on every
+  // rank, naming the setting, instead of as a mismatch or a stall in some later call.
+  static const char* const kAlgoNames[] = {"auto", "ring", "tree", "rd"};
+  const std::string config =
+      fmt::format("GYRE_ALGO={} GYRE_SLOT_BYTES={}", kAlgoNames[static_cast<int>(options.algo)],
+                  options.slotBytes);
+  store.setString(fmt::format("config/{}", p.rank), config);
   for (int r = 0; r < p.size; ++r) {
     set.hostIds.push_back(store.getString(fmt::format("host/{}", r)));
+    std::string theirs = store.getString(fmt::format("config/{}", r));
+    if (theirs != config) {
+      fail(ErrorCode::kInvalidArgument,
+           "rank {}: ranks disagree on their settings: rank {} has '{}', rank {} has '{}' "
+           "(give every rank the same environment)",
+           p.rank, p.rank, config, r, theirs);
+    }
   }
   set.localRanks = static_cast<int>(
       std::count(set.hostIds.begin(), set.hostIds.end(), set.hostIds[p.rank]));

@@ -26,11 +26,14 @@ Tag CollectiveCall::tag() const {
   t.coll = static_cast<uint8_t>(kind);
   t.dtype = static_cast<uint8_t>(dtype);
   t.op = static_cast<uint8_t>(op);
+  t.algo = algo;
   return t;
 }
 
 std::string describe(const CollectiveCall& c) {
-  if (c.kind == CollectiveKind::kBarrier) return fmt::format("barrier #{}", c.seq);
+  static const char* const kAlgoNames[] = {"", " [ring]", " [tree]", " [rd]"};
+  const char* algo = c.algo < 4 ? kAlgoNames[c.algo] : " [unknown algorithm]";
+  if (c.kind == CollectiveKind::kBarrier) return fmt::format("barrier #{}{}", c.seq, algo);
   const bool reduces = c.kind == CollectiveKind::kAllReduce ||
                        c.kind == CollectiveKind::kReduce ||
                        c.kind == CollectiveKind::kReduceScatter;
@@ -45,7 +48,7 @@ std::string describe(const CollectiveCall& c) {
   } else if (c.root >= 0) {
     s += fmt::format(", root {}", c.root);
   }
-  return s + ")";
+  return s + ")" + algo;
 }
 
 std::string describe(const Tag& t) {
@@ -56,6 +59,7 @@ std::string describe(const Tag& t) {
   c.count = t.count;
   c.root = t.root;
   c.seq = t.seq;
+  c.algo = t.algo;
   return describe(c);
 }
 

@@ -156,6 +156,13 @@ class Communicator::Impl {
   void run(CollectiveCall call, const void* sendbuf, void* recvbuf) {
     if (aborted_.load()) failAborted(call, seq_.load());
     call.seq = seq_.fetch_add(1);
+    if (size_ > 1 && (call.kind == CollectiveKind::kAllReduce ||
+                      call.kind == CollectiveKind::kBarrier)) {
+      // In the tag: ranks that chose differently fail with a mismatch.
+      const size_t bytes = call.count * dtypeSize(call.dtype);
+      call.algo = static_cast<uint8_t>(
+          static_cast<int>(chooseAllReduce(options_, bytes, size_, pipes_.allShm)) + 1);
+    }
     execute(call, [&] { dispatch(call, sendbuf, recvbuf); });
   }
 
@@ -211,9 +218,8 @@ class Communicator::Impl {
     if (size_ == 1) return runSingle(call, sendbuf, recvbuf);
     switch (call.kind) {
       case CollectiveKind::kAllReduce:
-      case CollectiveKind::kBarrier: {
-        const size_t bytes = call.count * dtypeSize(call.dtype);
-        switch (chooseAllReduce(options_, bytes, size_, pipes_.allShm)) {
+      case CollectiveKind::kBarrier:
+        switch (static_cast<AllReduceAlgo>(call.algo - 1)) {
           case AllReduceAlgo::kRecursiveDoubling:
             return recursiveDoublingAllReduce(ring_, peerPipes_, rank_, size_, call, sendbuf,
                                               recvbuf);
@@ -222,8 +228,7 @@ class Communicator::Impl {
           case AllReduceAlgo::kRing:
             return ringAllReduce(ring_, rank_, size_, call, sendbuf, recvbuf);
         }
-        return;
-      }
+        break;
       case CollectiveKind::kBroadcast: return ringBroadcast(ring_, rank_, size_, call, recvbuf);
       case CollectiveKind::kReduce:
         return ringReduce(ring_, rank_, size_, call, sendbuf, recvbuf);

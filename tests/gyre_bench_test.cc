@@ -393,7 +393,8 @@ TEST_F(GyreBenchTest, CalibrateFitsTheRingModel) {
     const double predicted16M = steps * std::stod(fit["alpha_us"]) +
                                 steps / ranks * (16 << 20) / (std::stod(fit["gbps"]) * 1000);
     EXPECT_NEAR(predicted16M, std::stod(ring["16M"]), 0.01 * std::stod(ring["16M"])) << r.out;
-    EXPECT_EQ(countLinesStartingWith(r.out, "calibration: paste into linkCost()"), 1u) << r.out;
+    EXPECT_EQ(countLinesStartingWith(r.out, "calibration: for ring/algorithm_choice.cc's table"), 1u)
+        << r.out;
   }
 }
 

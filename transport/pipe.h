@@ -45,7 +45,7 @@ struct Tag {
   uint8_t coll = 0;     // collective kind (ring/collective.h)
   uint8_t dtype = 0;    // gyre::DataType
   uint8_t op = 0;       // gyre::ReduceOp
-  uint8_t reserved = 0;
+  uint8_t algo = 0;     // the all-reduce algorithm (ring/algorithm_choice.h), 0: none
   uint32_t pad = 0;
 
   bool operator==(const Tag&) const = default;
