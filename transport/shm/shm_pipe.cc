@@ -393,7 +393,11 @@ std::byte* ShmSendPipe::acquire(const WaitContext& ctx) {
          "shm pipe {} is corrupt: peer rank {} released {} slices of the {} posted", name(),
          peerRank_, released, posted_);
   }
-  if (posted_ - released >= geo_.slots) {
+  // A receiver that closed (aborted) takes nothing more, even with credits left: the
+  // slice would never be read, and this rank must learn of the abort now, not succeed
+  // on data its peer will never use.
+  if (posted_ - released >= geo_.slots ||
+      header_->receiverClosed.load(std::memory_order_acquire) != 0) {
     throwPeerClosed(header_->receiverStatus, peerRank_, peerPid_, name(), "a free slot");
   }
   acquired_ = true;
