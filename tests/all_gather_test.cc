@@ -13,25 +13,21 @@
 #include "base/error.h"
 #include "ring/communicator.h"
 #include "ring/spawn.h"
+#include "collective_test_support.h"
 #include "test_values.h"
 
 namespace gyre {
 namespace {
 
 using testing::check;
+using testing::collectiveOptions;
+using testing::transportName;
+using testing::kGuard;
+using testing::kGuardBytes;
+using testing::expectFailsOnEveryRank;
 
-constexpr size_t kGuardBytes = 16;
-constexpr std::byte kGuard{0x5a};
 
-SpawnOptions options(TransportKind transport) {
-  SpawnOptions o;
-  o.options.timeout = std::chrono::seconds(30);
-  o.options.transport = transport;
-  o.options.slotBytes = 16 * 1024;  // 4 slots of 16 KiB: large counts cross every slot
-  return o;
-}
 
-const char* transportName(TransportKind t) { return t == TransportKind::kTcp ? "tcp" : "shm"; }
 
 // Bytes distinct per rank and position (a mixing hash), so a share at the wrong offset
 // or from the wrong rank shows. All-gather only moves bytes: any bits will do.
@@ -85,7 +81,7 @@ TEST_P(AllGatherRanks, EveryDtypeAndCount) {
         checkAllGather(comm, t, count, true);
       }
     }
-  }, options(transport));
+  }, collectiveOptions(transport));
 }
 
 TEST_P(AllGatherRanks, LargerThanAllSlots) {
@@ -96,7 +92,7 @@ TEST_P(AllGatherRanks, LargerThanAllSlots) {
     checkAllGather(comm, DataType::kFloat32, 100003, true);
     checkAllGather(comm, DataType::kBFloat16, 100003, false);
     checkAllGather(comm, DataType::kFloat64, 100003, true);
-  }, options(transport));
+  }, collectiveOptions(transport));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -108,40 +104,11 @@ INSTANTIATE_TEST_SUITE_P(
                          std::get<1>(info.param));
     });
 
-// Runs `call` on every rank, where the ranks disagree. Every rank's result depends on
-// every other rank's share, so every rank must fail in the call itself: kMismatch where
-// it saw the other call, or the abort of the rank that did, well within the timeout;
-// the communicator is aborted afterwards.
-void expectFailsOnEveryRank(int n, TransportKind transport,
-                            const std::function<void(Communicator&)>& call) {
-  spawn(n, [&](Communicator& comm) {
-    const auto start = std::chrono::steady_clock::now();
-    try {
-      call(comm);
-    } catch (const Error& e) {
-      const double took =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      check(e.code() == ErrorCode::kMismatch || e.code() == ErrorCode::kRemoteError ||
-                e.code() == ErrorCode::kAborted,
-            "rank {}: unexpected error: {}", comm.rank(), e.what());
-      check(took < 10.0, "rank {}: failed only after {} s: {}", comm.rank(), took, e.what());
-      try {
-        comm.barrier();
-      } catch (const Error& after) {
-        check(after.code() == ErrorCode::kAborted, "rank {}: after: {}", comm.rank(),
-              after.what());
-        return;
-      }
-      check(false, "rank {}: the communicator still works after the mismatch", comm.rank());
-    }
-    check(false, "rank {}: the mismatched allgather succeeded", comm.rank());
-  }, options(transport));
-}
 
 // An all-gather of more than the pipes hold, with the count and dtype chosen per rank.
 void allGatherWith(TransportKind transport, int n, const std::function<size_t(int)>& countOf,
                    const std::function<DataType(int)>& dtypeOf) {
-  expectFailsOnEveryRank(n, transport, [&](Communicator& comm) {
+  expectFailsOnEveryRank(n, transport, "allgather", [&](Communicator& comm) {
     const size_t count = countOf(comm.rank());
     const DataType t = dtypeOf(comm.rank());
     const size_t bytes = count * dtypeSize(t);
@@ -188,7 +155,7 @@ TEST(AllGather, RefusesOverlapThatIsNotInPlace) {
     for (size_t i = 0; i < 3 * count; ++i) {
       check(out[i] == static_cast<float>(i / count), "rank {}: element {} is {}", rank, i, out[i]);
     }
-  }, options(TransportKind::kTcp));
+  }, collectiveOptions(TransportKind::kTcp));
 }
 
 }  // namespace

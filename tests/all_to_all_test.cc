@@ -14,26 +14,20 @@
 #include "base/error.h"
 #include "ring/communicator.h"
 #include "ring/spawn.h"
+#include "collective_test_support.h"
 #include "test_values.h"
 
 namespace gyre {
 namespace {
 
 using testing::check;
+using testing::collectiveOptions;
+using testing::transportName;
 
 constexpr size_t kGuard = 16;
 constexpr std::byte kGuardByte{0xa5};
 
-SpawnOptions options(TransportKind transport) {
-  SpawnOptions o;
-  o.options.timeout = std::chrono::seconds(30);
-  o.options.transport = transport;
-  o.options.slotBytes = 16 * 1024;  // 4 slots: a pipe holds 64 KiB
-  o.options.slots = 4;
-  return o;
-}
 
-const char* transportName(TransportKind t) { return t == TransportKind::kTcp ? "tcp" : "shm"; }
 
 // Byte j of the block rank `from` sends to rank `to` in call `call`: a hash of all four,
 // so a block from the wrong rank, for the wrong rank, at the wrong offset or left over
@@ -96,7 +90,7 @@ TEST_P(AllToAllRanks, EveryDtypeAndCount) {
         allToAllChecked(comm, t, count, call++);
       }
     }
-  }, options(transport));
+  }, collectiveOptions(transport));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -129,7 +123,7 @@ TEST(AllToAll, AsyncBetweenOtherCollectives) {
               "rank {}: async alltoall: byte {} from rank {} differs", me, j, p);
       }
     }
-  }, options(TransportKind::kShm));
+  }, collectiveOptions(TransportKind::kShm));
 }
 
 // In place or overlapping buffers are refused before anything is sent; the
@@ -174,7 +168,7 @@ TEST(AllToAll, RejectsOverlappingBuffers) {
               j, p);
       }
     }
-  }, options(TransportKind::kTcp));
+  }, collectiveOptions(TransportKind::kTcp));
 }
 
 // Rank 2 passes one more element per block than the others: every rank fails with
@@ -198,7 +192,7 @@ TEST(AllToAll, MismatchedCountsFailEveryRank) {
       return;
     }
     check(false, "rank {}: a mismatched alltoall succeeded", comm.rank());
-  }, options(TransportKind::kShm));
+  }, collectiveOptions(TransportKind::kShm));
 }
 
 }  // namespace

@@ -15,25 +15,20 @@
 #include "base/half.h"
 #include "ring/communicator.h"
 #include "ring/spawn.h"
+#include "collective_test_support.h"
 #include "test_values.h"
 
 namespace gyre {
 namespace {
 
 using testing::check;
+using testing::collectiveOptions;
+using testing::transportName;
+using testing::kGuard;
+using testing::kGuardBytes;
 
-constexpr size_t kGuardBytes = 16;
-constexpr std::byte kGuard{0x5a};
 
-SpawnOptions options(TransportKind transport) {
-  SpawnOptions o;
-  o.options.timeout = std::chrono::seconds(30);
-  o.options.transport = transport;
-  o.options.slotBytes = 16 * 1024;  // 4 slots of 16 KiB: large counts cross every slot
-  return o;
-}
 
-const char* transportName(TransportKind t) { return t == TransportKind::kTcp ? "tcp" : "shm"; }
 
 // One reduce to `root`, checked exactly on the root (guard bytes past the output
 // intact); the other ranks pass a buffer that must stay untouched (out of place) or
@@ -88,7 +83,7 @@ TEST_P(ReduceRanks, EveryRootDtypeOpAndCount) {
         }
       }
     }
-  }, options(transport));
+  }, collectiveOptions(transport));
 }
 
 TEST_P(ReduceRanks, LargerThanAllSlots) {
@@ -100,7 +95,7 @@ TEST_P(ReduceRanks, LargerThanAllSlots) {
     checkReduce(comm, DataType::kBFloat16, ReduceOp::kAvg, count, last, true);
     checkReduce(comm, DataType::kInt8, ReduceOp::kMax, count, comm.size() / 2, true);
     checkReduce(comm, DataType::kFloat64, ReduceOp::kProd, count, last, false);
-  }, options(transport));
+  }, collectiveOptions(transport));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -115,7 +110,7 @@ INSTANTIATE_TEST_SUITE_P(
 // Inexact float inputs: the root's elements in ringAllReduce's chunk `root` were summed
 // in the same order (from root + 1 around to the root), so they carry the same bits.
 TEST(Reduce, RootsChunkMatchesRingAllReduceBitForBit) {
-  SpawnOptions o = options(TransportKind::kTcp);
+  SpawnOptions o = collectiveOptions(TransportKind::kTcp);
   o.options.algo = AlgoKind::kRing;
   spawn(5, [](Communicator& comm) {
     const int n = comm.size();
@@ -184,7 +179,7 @@ void expectFailsOnEveryRank(int n, TransportKind transport,
       return;
     }
     check(false, "rank {}: the communicator still works after the mismatch", comm.rank());
-  }, options(transport));
+  }, collectiveOptions(transport));
 }
 
 // A reduce of more than the pipes hold (so a schedule that waits for a neighbour to
@@ -245,7 +240,7 @@ TEST(Reduce, RejectsABadRoot) {
     // Still usable: nothing was sent.
     comm.reduce(&x, &y, 1, DataType::kFloat32, ReduceOp::kSum, 1);
     check(comm.rank() != 1 || y == 2, "after rejected calls: got {}", y);
-  }, options(TransportKind::kTcp));
+  }, collectiveOptions(TransportKind::kTcp));
 }
 
 }  // namespace

@@ -14,25 +14,21 @@
 #include "base/half.h"
 #include "ring/communicator.h"
 #include "ring/spawn.h"
+#include "collective_test_support.h"
 #include "test_values.h"
 
 namespace gyre {
 namespace {
 
 using testing::check;
+using testing::collectiveOptions;
+using testing::transportName;
+using testing::kGuard;
+using testing::kGuardBytes;
+using testing::expectFailsOnEveryRank;
 
-constexpr size_t kGuardBytes = 16;
-constexpr std::byte kGuard{0x5a};
 
-SpawnOptions options(TransportKind transport) {
-  SpawnOptions o;
-  o.options.timeout = std::chrono::seconds(30);
-  o.options.transport = transport;
-  o.options.slotBytes = 16 * 1024;  // 4 slots of 16 KiB: large counts cross every slot
-  return o;
-}
 
-const char* transportName(TransportKind t) { return t == TransportKind::kTcp ? "tcp" : "shm"; }
 
 // Rank r's input is the test values for size * count elements; its expected share is
 // elements [r * count, (r + 1) * count) of the exact reduction of all of them.
@@ -88,7 +84,7 @@ TEST_P(ReduceScatterRanks, EveryDtypeOpAndCount) {
         ++k;
       }
     }
-  }, options(transport));
+  }, collectiveOptions(transport));
 }
 
 TEST_P(ReduceScatterRanks, LargerThanAllSlots) {
@@ -99,7 +95,7 @@ TEST_P(ReduceScatterRanks, LargerThanAllSlots) {
     checkReduceScatter(comm, DataType::kBFloat16, ReduceOp::kAvg, count, true);
     checkReduceScatter(comm, DataType::kInt8, ReduceOp::kMin, count, true);
     checkReduceScatter(comm, DataType::kFloat64, ReduceOp::kProd, count, false);
-  }, options(transport));
+  }, collectiveOptions(transport));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -115,7 +111,7 @@ INSTANTIATE_TEST_SUITE_P(
 // the bits of the ring all-reduce of the same size * count elements, whose chunk r is
 // exactly share r and is reduced in the same order.
 TEST(ReduceScatter, MatchesRingAllReduceBitForBit) {
-  SpawnOptions o = options(TransportKind::kShm);
+  SpawnOptions o = collectiveOptions(TransportKind::kShm);
   o.options.algo = AlgoKind::kRing;
   for (int n : {3, 5}) {
     spawn(n, [](Communicator& comm) {
@@ -149,40 +145,11 @@ TEST(ReduceScatter, MatchesRingAllReduceBitForBit) {
   }
 }
 
-// Runs `call` on every rank, where the ranks disagree. Every rank's share depends on
-// every other rank's input, so every rank must fail in the call itself: kMismatch where
-// it saw the other call, or the abort of the rank that did, well within the timeout;
-// the communicator is aborted afterwards.
-void expectFailsOnEveryRank(int n, TransportKind transport,
-                            const std::function<void(Communicator&)>& call) {
-  spawn(n, [&](Communicator& comm) {
-    const auto start = std::chrono::steady_clock::now();
-    try {
-      call(comm);
-    } catch (const Error& e) {
-      const double took =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      check(e.code() == ErrorCode::kMismatch || e.code() == ErrorCode::kRemoteError ||
-                e.code() == ErrorCode::kAborted,
-            "rank {}: unexpected error: {}", comm.rank(), e.what());
-      check(took < 10.0, "rank {}: failed only after {} s: {}", comm.rank(), took, e.what());
-      try {
-        comm.barrier();
-      } catch (const Error& after) {
-        check(after.code() == ErrorCode::kAborted, "rank {}: after: {}", comm.rank(),
-              after.what());
-        return;
-      }
-      check(false, "rank {}: the communicator still works after the mismatch", comm.rank());
-    }
-    check(false, "rank {}: the mismatched reducescatter succeeded", comm.rank());
-  }, options(transport));
-}
 
 // A reduce-scatter of more than the pipes hold, with the count and op chosen per rank.
 void reduceScatterWith(TransportKind transport, int n, const std::function<size_t(int)>& countOf,
                        const std::function<ReduceOp(int)>& opOf) {
-  expectFailsOnEveryRank(n, transport, [&](Communicator& comm) {
+  expectFailsOnEveryRank(n, transport, "reducescatter", [&](Communicator& comm) {
     const size_t count = countOf(comm.rank());
     std::vector<float> in(count * static_cast<size_t>(comm.size()) + 1), out(count + 1);
     comm.reduceScatter(in.data(), out.data(), count, DataType::kFloat32, opOf(comm.rank()));
@@ -231,7 +198,7 @@ TEST(ReduceScatter, RefusesOverlapThatIsNotInPlace) {
       check(in[rank * count + i] == want, "rank {}: element {} is {}, want {}", rank, i,
             in[rank * count + i], want);
     }
-  }, options(TransportKind::kTcp));
+  }, collectiveOptions(TransportKind::kTcp));
 }
 
 }  // namespace

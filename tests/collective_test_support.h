@@ -1,0 +1,65 @@
+// Shared by the multi-process tests of the collectives beyond all-reduce (all-gather,
+// reduce-scatter, reduce, all-to-all): spawn options with small slots, so that large
+// counts cross every slot; the transport's name for test names; guard bytes; and the
+// check that ranks that disagree on a call all fail in it.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+
+#include "base/error.h"
+#include "ring/communicator.h"
+#include "ring/spawn.h"
+#include "test_values.h"
+
+namespace gyre::testing {
+
+constexpr size_t kGuardBytes = 16;
+constexpr std::byte kGuard{0x5a};
+
+// 4 slots of 16 KiB per pipe: large counts cross every slot.
+inline SpawnOptions collectiveOptions(TransportKind transport) {
+  SpawnOptions o;
+  o.options.timeout = std::chrono::seconds(30);
+  o.options.transport = transport;
+  o.options.slotBytes = 16 * 1024;
+  o.options.slots = 4;
+  return o;
+}
+
+inline const char* transportName(TransportKind t) {
+  return t == TransportKind::kTcp ? "tcp" : "shm";
+}
+
+// Runs `call` on every rank, where the ranks disagree. When every rank's result depends on
+// every other rank's share, every rank must fail in the call itself: kMismatch where it
+// saw the other call, or the abort of the rank that did, well within the timeout; the
+// communicator is aborted afterwards.
+inline void expectFailsOnEveryRank(int n, TransportKind transport, const char* collective,
+                                   const std::function<void(Communicator&)>& call) {
+  spawn(n, [&](Communicator& comm) {
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      call(comm);
+    } catch (const Error& e) {
+      const double took =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      check(e.code() == ErrorCode::kMismatch || e.code() == ErrorCode::kRemoteError ||
+                e.code() == ErrorCode::kAborted,
+            "rank {}: unexpected error: {}", comm.rank(), e.what());
+      check(took < 10.0, "rank {}: failed only after {} s: {}", comm.rank(), took, e.what());
+      try {
+        comm.barrier();
+      } catch (const Error& after) {
+        check(after.code() == ErrorCode::kAborted, "rank {}: after: {}", comm.rank(),
+              after.what());
+        return;
+      }
+      check(false, "rank {}: the communicator still works after the mismatch", comm.rank());
+    }
+    check(false, "rank {}: the mismatched {} succeeded", comm.rank(), collective);
+  }, collectiveOptions(transport));
+}
+
+}  // namespace gyre::testing
