@@ -59,8 +59,8 @@ void checkAllGather(Communicator& comm, DataType t, size_t count, bool inPlace) 
   const std::string what = fmt::format("rank {}/{}: allgather {} count {} {}", rank, n,
                                        dtypeName(t), count, inPlace ? "in place" : "out of place");
   for (int r = 0; r < comm.size(); ++r) {
-    check(std::memcmp(out.data() + static_cast<size_t>(r) * shareBytes,
-                      share(shareBytes, r).data(), shareBytes) == 0,
+    check(testing::sameBytes(out.data() + static_cast<size_t>(r) * shareBytes,
+                             share(shareBytes, r).data(), shareBytes),
           "{}: wrong share of rank {}", what, r);
   }
   for (size_t i = 0; i < kGuardBytes; ++i) {

@@ -68,7 +68,7 @@ struct RecvBuffer {
   }
   void* data() { return mem.data(); }
   bool holds(const std::vector<std::byte>& want) const {
-    return want.size() == bytes && std::memcmp(mem.data(), want.data(), bytes) == 0;
+    return want.size() == bytes && testing::sameBytes(mem.data(), want.data(), bytes);
   }
   bool untouched() const {
     return std::all_of(mem.begin(), mem.begin() + static_cast<ptrdiff_t>(bytes),
@@ -138,7 +138,7 @@ TEST_P(PointToPoint, OtherRanksKeepRunningCollectives) {
       std::vector<std::byte> in = testing::inputBuffer(t, ReduceOp::kSum, comm.rank(), count);
       std::vector<std::byte> out(in.size());
       comm.allReduce(in.data(), out.data(), count, t, ReduceOp::kSum);
-      check(std::memcmp(out.data(), want.data(), count * dtypeSize(t)) == 0,
+      check(testing::sameBytes(out.data(), want.data(), count * dtypeSize(t)),
             "rank {}: all-reduce #{} after send/recv is wrong", comm.rank(), round);
     }
     // And the other way round: 2 and 3 exchange while 0 and 1 go on.

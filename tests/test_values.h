@@ -90,6 +90,12 @@ inline std::vector<std::byte> inputBuffer(DataType t, ReduceOp op, int rank, siz
   return out;
 }
 
+// memcmp that allows empty ranges with null pointers (an empty vector's data()), which
+// memcmp itself does not.
+inline bool sameBytes(const void* a, const void* b, size_t bytes) {
+  return bytes == 0 || std::memcmp(a, b, bytes) == 0;
+}
+
 inline uint64_t checksum(const void* data, size_t bytes) {
   uint64_t h = 1469598103934665603ull;
   auto* p = static_cast<const unsigned char*>(data);
