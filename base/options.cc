@@ -99,6 +99,14 @@ Options Options::fromEnvironment() {
     else if (s == "rd") o.algo = AlgoKind::kRecursiveDoubling;
     else fail(ErrorCode::kInvalidArgument, "GYRE_ALGO='{}': use auto, ring, tree or rd", s);
   }
+  if (const char* v = env("GYRE_SYNC_PRIORITY")) {
+    std::string s(v);
+    if (s == "auto") o.syncPriority = ThreadPriority::kAuto;
+    else if (s == "realtime") o.syncPriority = ThreadPriority::kRealtime;
+    else if (s == "nice") o.syncPriority = ThreadPriority::kNice;
+    else if (s == "normal") o.syncPriority = ThreadPriority::kNormal;
+    else fail(ErrorCode::kInvalidArgument, "GYRE_SYNC_PRIORITY='{}': use auto, realtime, nice or normal", s);
+  }
   if (const char* v = env("GYRE_SOCKET_IFNAME")) o.socketIfname = v;
   if (const char* v = env("GYRE_TOKEN")) o.token = v;
   if (const char* v = env("GYRE_HOST_ID")) o.hostId = v;

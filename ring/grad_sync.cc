@@ -1,5 +1,7 @@
 #include "ring/grad_sync.h"
 
+#include <pthread.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -88,11 +90,38 @@ GradSync::GradSync(Communicator& comm, std::vector<GradSyncParam> params, GradSy
 // backward. A higher priority (lower nice) lets a woken worker preempt compute at
 // once. Lowering nice needs CAP_SYS_NICE; without it the worker keeps the default.
 void GradSync::raiseWorkerPriority() {
-  const pid_t tid = static_cast<pid_t>(::syscall(SYS_gettid));
-  if (::setpriority(PRIO_PROCESS, static_cast<id_t>(tid), kWorkerNice) != 0) {
-    log(LogLevel::kInfo, comm_.rank(), "grad sync worker keeps the default priority: {}",
-        std::strerror(errno));
+  const ThreadPriority want = comm_.options().syncPriority;
+  const char* got = "normal";
+  if (want == ThreadPriority::kAuto || want == ThreadPriority::kRealtime) {
+    sched_param sp{};
+    sp.sched_priority = 1;
+    const int err = ::pthread_setschedparam(::pthread_self(), SCHED_FIFO, &sp);
+    if (err == 0) {
+      got = "realtime";
+    } else {
+      log(want == ThreadPriority::kRealtime ? LogLevel::kWarn : LogLevel::kInfo, comm_.rank(),
+          "grad sync worker: SCHED_FIFO refused ({}): trying nice {}", std::strerror(err),
+          kWorkerNice);
+    }
   }
+  if (want != ThreadPriority::kNormal && std::strcmp(got, "normal") == 0) {
+    const pid_t tid = static_cast<pid_t>(::syscall(SYS_gettid));
+    if (::setpriority(PRIO_PROCESS, static_cast<id_t>(tid), kWorkerNice) == 0) {
+      got = "nice";
+    } else {
+      log(LogLevel::kInfo, comm_.rank(), "grad sync worker keeps the default priority: {}",
+          std::strerror(errno));
+    }
+  }
+  workerPriority_.store(got);
+}
+
+const char* GradSync::workerPriority() const {
+  for (int i = 0; i < 5000; ++i) {
+    if (const char* p = workerPriority_.load()) return p;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return "unknown";
 }
 
 GradSync::~GradSync() {

@@ -38,12 +38,15 @@
 // step until finish() returns, so the caller must not call the communicator in between
 // (communicators forbid concurrent calls). Parameters are broadcast from rank 0 at
 // construction on the caller's thread. The destructor joins the worker; the
-// communicator must outlive the GradSync. The worker asks for nice -10 (it keeps the
-// default where the process lacks CAP_SYS_NICE): with more ranks than cores it must
-// preempt backward compute to overlap with it (4 ranks on 2 cores, gyre-train: overlap
-// 0.03 -> 0.28 of all-reduce time, 26K -> 42K samples/s).
+// communicator must outlive the GradSync. The worker raises its scheduling priority as
+// the communicator's Options.syncPriority says (GYRE_SYNC_PRIORITY; by default SCHED_FIFO
+// where permitted, else nice -10): with more ranks than cores it must preempt backward
+// compute to overlap with it (4 ranks on 2 cores, gyre-train: hidden fraction of the
+// all-reduce time 0.03 at the default priority, 0.29 at nice -10, 0.69-0.73 at SCHED_FIFO).
+// workerPriority() says what it got.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -138,6 +141,10 @@ class GradSync {
   // Buckets in the order the last synchronised step launched them (for tests and logs).
   const std::vector<size_t>& lastLaunchOrder() const { return launchOrder_; }
 
+  // What the worker thread got: "realtime" (SCHED_FIFO 1), "nice" (nice -10) or "normal";
+  // waits (bounded, 5 s) for the worker to have set it.
+  const char* workerPriority() const;
+
   GradSyncStats stats() const;
   void resetStats();
 
@@ -156,6 +163,7 @@ class GradSync {
   void workerLoop();
   void raiseWorkerPriority();
   static constexpr int kWorkerNice = -10;
+  std::atomic<const char*> workerPriority_{nullptr};
   void launchReadyBuckets();
   // Waits until the worker has finished every launched bucket.
   void waitForLaunched(std::unique_lock<std::mutex>& lock);

@@ -8,6 +8,7 @@
 #include "ring/grad_sync.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -103,6 +104,42 @@ TEST(GradSyncTest, AveragesAreExactAndLeftInPlace) {
       require(s.hiddenSeconds <= s.allReduceSeconds + 1e-9, "hidden <= total");
       require(s.fractionHidden() >= 0 && s.fractionHidden() <= 1, "fraction");
     }));
+  }
+}
+
+// The worker's scheduling follows GYRE_SYNC_PRIORITY (Options.syncPriority); averages are
+// exact whatever it got. Where the process may use SCHED_FIFO (root here), auto takes it.
+TEST(GradSyncTest, WorkerPriorityFollowsTheOption) {
+  for (ThreadPriority p : {ThreadPriority::kNormal, ThreadPriority::kNice, ThreadPriority::kAuto,
+                           ThreadPriority::kRealtime}) {
+    SpawnOptions so;
+    so.options.syncPriority = p;
+    so.options.timeout = std::chrono::seconds(30);
+    EXPECT_NO_THROW(spawn(2, [p](Communicator& comm) {
+      std::vector<GradSyncParam> params;
+      for (size_t c : kCounts) params.push_back({nullptr, nullptr, c});
+      GradSync sync(comm, params, kSmallBuckets);
+      const std::string got = sync.workerPriority();
+      const bool root = ::geteuid() == 0;
+      if (p == ThreadPriority::kNormal) require(got == "normal", "normal gave " + got);
+      if (p == ThreadPriority::kNice) require(got == "nice" || !root, "nice gave " + got);
+      if (p == ThreadPriority::kAuto || p == ThreadPriority::kRealtime) {
+        require(got == "realtime" || !root, "auto/realtime as root gave " + got);
+        require(got != "unknown", "the worker never reported its priority");
+      }
+      for (size_t i = kCounts.size(); i-- > 0;) {
+        std::span<float> g = sync.gradient(i);
+        for (size_t e = 0; e < g.size(); ++e) g[e] = contribution(i, e, comm.rank(), 2);
+        sync.markReady(i);
+      }
+      sync.finish();
+      for (size_t i = 0; i < kCounts.size(); ++i) {
+        std::span<float> g = sync.gradient(i);
+        for (size_t e = 0; e < g.size(); ++e) {
+          require(g[e] == average(i, e), fmt::format("{}: param {} element {}", got, i, e));
+        }
+      }
+    }, so));
   }
 }
 

@@ -234,11 +234,11 @@ int run(const Args& a) {
   if (rank == 0) {
     fmt::print(
         "# gyre-train world {} epochs {} batch {} lr {} momentum {} hidden {} seed {} "
-        "threads 1 train {} test {} buckets {} bucket_mb {} block_rows {}{}\n",
+        "threads 1 train {} test {} buckets {} bucket_mb {} block_rows {} sync_priority {}{}\n",
         world, a.train.epochs, a.train.batch, a.train.lr, a.train.momentum,
         joinWidths(a.train.widths), a.train.seed, train.count, test.count,
         trainer.gradSync().numBuckets(), a.train.bucketMb, a.train.blockRows,
-        a.resume ? fmt::format(" resumed_at_epoch {}", trainer.epochsDone()) : "");
+        trainer.gradSync().workerPriority(), a.resume ? fmt::format(" resumed_at_epoch {}", trainer.epochsDone()) : "");
     std::fflush(stdout);
   }
   std::vector<EpochStats> epochs;
