@@ -39,39 +39,6 @@ double timeAllReduce(Communicator& comm, std::vector<float>& buffer, size_t byte
   return elapsed.count() / iters;
 }
 
-// A store for the per-algorithm communicators: rank 0 serves one on a free port of
-// MASTER_ADDR (the launcher's address for rank 0) and tells the others the port.
-std::shared_ptr<Store> calibrationStore(Communicator& comm, const Options& options) {
-  const char* addr = std::getenv("MASTER_ADDR");
-  const std::string host = addr != nullptr && *addr != '\0' ? addr : "127.0.0.1";
-  std::shared_ptr<TcpStore> served;
-  uint64_t port = 0;
-  if (comm.rank() == 0) {
-    served = TcpStore::serve(host, 0, options.timeout);
-    port = served->port();
-  }
-  comm.broadcast(&port, 1, DataType::kUint64, 0);
-  if (served) return served;
-  return TcpStore::connect(host, static_cast<uint16_t>(port), options.timeout);
-}
-
-// The transport the ranks use: GYRE_TRANSPORT, and for auto bootstrap's rule (shared
-// memory when every rank is on one host), judged here by host name.
-std::string resolvedTransport(Communicator& comm, const Options& options) {
-  if (options.transport == TransportKind::kTcp) return "tcp";
-  if (options.transport == TransportKind::kShm) return "shm";
-  char host[256] = "";
-  ::gethostname(host, sizeof(host) - 1);
-  uint64_t hash = 14695981039346656037ull;  // FNV-1a
-  for (const char* p = host; *p != '\0'; ++p) {
-    hash = (hash ^ static_cast<unsigned char>(*p)) * 1099511628211ull;
-  }
-  uint64_t lo = hash, hi = hash;
-  comm.allReduce(&lo, &lo, 1, DataType::kUint64, ReduceOp::kMin);
-  comm.allReduce(&hi, &hi, 1, DataType::kUint64, ReduceOp::kMax);
-  return lo == hi ? "shm" : "tcp";
-}
-
 struct AlgoRun {
   AllReduceAlgo algo;
   AlgoKind force;
@@ -84,15 +51,12 @@ struct AlgoRun {
 // (on any rank) marks the run failed; rank 0 says why on stderr.
 void measure(Communicator& comm, const std::shared_ptr<Store>& store, const Options& options,
              int iters, int warmup, AlgoRun& run) {
-  Options forced = options;
-  forced.algo = run.force;
   std::vector<float> buffer(kBandwidthBytes[1] / sizeof(float), 1.0f);
   // One more slot for the failure flag, agreed on with the times in one all-reduce.
   std::vector<double> local(run.sizes.size() + 1, 0.0);
   std::string error;
   {
-    std::unique_ptr<Communicator> algoComm =
-        Communicator::create(store, comm.rank(), comm.size(), forced);
+    std::unique_ptr<Communicator> algoComm = algoCommunicator(comm, store, options, run.force);
     try {
       for (size_t i = 0; i < run.sizes.size(); ++i) {
         const bool latency = run.sizes[i] == kLatencyBytes;
@@ -115,10 +79,47 @@ void measure(Communicator& comm, const std::shared_ptr<Store>& store, const Opti
 
 }  // namespace
 
+std::shared_ptr<Store> algoStore(Communicator& comm, const Options& options) {
+  const char* addr = std::getenv("MASTER_ADDR");
+  const std::string host = addr != nullptr && *addr != '\0' ? addr : "127.0.0.1";
+  std::shared_ptr<TcpStore> served;
+  uint64_t port = 0;
+  if (comm.rank() == 0) {
+    served = TcpStore::serve(host, 0, options.timeout);
+    port = served->port();
+  }
+  comm.broadcast(&port, 1, DataType::kUint64, 0);
+  if (served) return served;
+  return TcpStore::connect(host, static_cast<uint16_t>(port), options.timeout);
+}
+
+std::unique_ptr<Communicator> algoCommunicator(Communicator& comm,
+                                               const std::shared_ptr<Store>& store,
+                                               const Options& options, AlgoKind algo) {
+  Options forced = options;
+  forced.algo = algo;
+  return Communicator::create(store, comm.rank(), comm.size(), forced);
+}
+
+std::string resolvedTransport(Communicator& comm, const Options& options) {
+  if (options.transport == TransportKind::kTcp) return "tcp";
+  if (options.transport == TransportKind::kShm) return "shm";
+  char host[256] = "";
+  ::gethostname(host, sizeof(host) - 1);
+  uint64_t hash = 14695981039346656037ull;  // FNV-1a
+  for (const char* p = host; *p != '\0'; ++p) {
+    hash = (hash ^ static_cast<unsigned char>(*p)) * 1099511628211ull;
+  }
+  uint64_t lo = hash, hi = hash;
+  comm.allReduce(&lo, &lo, 1, DataType::kUint64, ReduceOp::kMin);
+  comm.allReduce(&hi, &hi, 1, DataType::kUint64, ReduceOp::kMax);
+  return lo == hi ? "shm" : "tcp";
+}
+
 int calibrate(Communicator& comm, const Options& options, int iters, int warmup) {
   const int n = comm.size();
   const std::string transport = resolvedTransport(comm, options);
-  std::shared_ptr<Store> store = calibrationStore(comm, options);
+  std::shared_ptr<Store> store = algoStore(comm, options);
 
   AlgoRun ring{AllReduceAlgo::kRing, AlgoKind::kRing, {kLatencyBytes}, {}};
   for (size_t s : kBandwidthBytes) ring.sizes.push_back(s);

@@ -16,13 +16,37 @@
 // and `calibration:` lines with the raw times and the line to paste into linkCost().
 // Collective: every rank calls it with the same arguments (n >= 2). Returns 0; throws
 // gyre::Error if the ring measurement itself fails.
+//
+// The helpers below are shared with --compare-algos (bench/compare_algos.h), which also
+// runs one communicator per algorithm. Each is collective over `comm` (n >= 1).
 #pragma once
+
+#include <memory>
+#include <string>
 
 #include "base/options.h"
 #include "ring/communicator.h"
 
+namespace gyre {
+class Store;
+}
+
 namespace gyre::bench {
 
 int calibrate(Communicator& comm, const Options& options, int iters, int warmup);
+
+// A store for per-algorithm communicators: rank 0 serves one on a free port of
+// MASTER_ADDR (the launcher's address for rank 0; 127.0.0.1 if unset) and tells the
+// others the port over `comm`. Communicators created on it keep their keys apart.
+std::shared_ptr<Store> algoStore(Communicator& comm, const Options& options);
+
+// A communicator of comm's ranks on `store` with `options` but the algorithm `algo`.
+std::unique_ptr<Communicator> algoCommunicator(Communicator& comm,
+                                               const std::shared_ptr<Store>& store,
+                                               const Options& options, AlgoKind algo);
+
+// The transport the ranks use, "shm" or "tcp": GYRE_TRANSPORT, and for auto bootstrap's
+// rule (shared memory when every rank is on one host), judged here by host name.
+std::string resolvedTransport(Communicator& comm, const Options& options);
 
 }  // namespace gyre::bench

@@ -3,6 +3,7 @@
 //   gyrerun -n 4 gyre-bench [all_reduce] -b 8 -e 256M -f 2 -n 20 -w 5 -c 1 -d float -o sum
 //   gyrerun -n 4 gyre-bench all -b 8 -e 1M        (every collective, one table each)
 //   gyrerun -n 4 gyre-bench --calibrate           (ring/algorithm_choice.h's cost model)
+//   gyrerun -n 4 gyre-bench --compare-algos -b 8 -e 32M -f 4   (ring, tree, auto interleaved)
 //
 // Per collective (bench/bench_collectives.h: names, sizes, bus factors, in-place forms,
 // checks), per size b, b*f, b*f^2, ... <= e (K/M/G = 2^10/2^20/2^30, rounded down to
@@ -19,7 +20,9 @@
 // (redop "none" for collectives without one, root -1 for unrooted ones, a group the
 // collective lacks is four N/A) and nccl-tests' trailer `# Out of bounds values : K
 // OK|FAILED`, `# Avg bus bandwidth : X`; `all` prints one such block per collective.
-// --calibrate prints `calibration: ...` lines instead. Errors and logs go to stderr.
+// --calibrate prints `calibration: ...` lines instead (bench/calibrate.h), and
+// --compare-algos `#` comments and `compare: ...` lines (bench/compare_algos.h). Errors
+// and logs go to stderr.
 // Exit status 0 only if nothing was wrong and no error; 2 for a wrong command line.
 #include <unistd.h>
 
@@ -42,6 +45,7 @@
 #include "base/types.h"
 #include "bench/bench_collectives.h"
 #include "bench/calibrate.h"
+#include "bench/compare_algos.h"
 #include "ring/communicator.h"
 
 namespace gyre::bench {
@@ -63,6 +67,8 @@ struct BenchOptions {
   int root = 0;
   std::optional<AlgoKind> algo;  // -A, else GYRE_ALGO
   bool calibrate = false;
+  bool compareAlgos = false;
+  std::optional<int> rounds;  // --rounds, --compare-algos only
 };
 
 const char kUsage[] = R"(usage: gyre-bench [COLLECTIVE] [options]     (start it with gyrerun)
@@ -85,6 +91,16 @@ const char kUsage[] = R"(usage: gyre-bench [COLLECTIVE] [options]     (start it 
       --calibrate       all-reduce only: time ring at 8 B, 4M and 16M on this transport
                         (GYRE_TRANSPORT), fit ring/algorithm_choice.h's alpha_us and gbps,
                         and time 8 B with ring, tree and rd (-n, -w apply; 8 B runs 10x -n)
+      --compare-algos   all-reduce only, >= 2 ranks: ring, tree and auto (each on its own
+                        communicator) timed in turn within one job, per size of the sweep:
+                        -w warm-up ops each, then R rounds of a burst of -n/R ops per
+                        algorithm (the turn's start rotating by round); prints per size
+                        `compare: bytes=.. ring_us tree_us auto_us auto_algo auto/best
+                        wrong` (time: median over rounds of the largest over ranks of the
+                        mean per op, out of place; auto_algo: what auto picks; best:
+                        min(ring, tree)) and the worst auto/best; one -d and -o; -c
+                        checks each algorithm exactly
+      --rounds R        --compare-algos' rounds (default 5)
   -h, --help
 Size is the largest buffer of an op, as in nccl-tests: all_gather's gathered buffer,
 reduce_scatter's send buffer, alltoall's either, the buffer otherwise; all_gather,
@@ -156,7 +172,7 @@ void selectCollective(const std::string& name, BenchOptions& o) {
 
 // Returns false if help was asked for. Throws kInvalidArgument for a wrong command line.
 bool parseOptions(int argc, char** argv, BenchOptions& o) {
-  enum { kCollectiveOption = 256, kCalibrateOption };
+  enum { kCollectiveOption = 256, kCalibrateOption, kCompareAlgosOption, kRoundsOption };
   static const option kLong[] = {{"minbytes", required_argument, nullptr, 'b'},
                                  {"maxbytes", required_argument, nullptr, 'e'},
                                  {"stepfactor", required_argument, nullptr, 'f'},
@@ -170,6 +186,8 @@ bool parseOptions(int argc, char** argv, BenchOptions& o) {
                                  {"algo", required_argument, nullptr, 'A'},
                                  {"collective", required_argument, nullptr, kCollectiveOption},
                                  {"calibrate", no_argument, nullptr, kCalibrateOption},
+                                 {"compare-algos", no_argument, nullptr, kCompareAlgosOption},
+                                 {"rounds", required_argument, nullptr, kRoundsOption},
                                  {"help", no_argument, nullptr, 'h'},
                                  {nullptr, 0, nullptr, 0}};
   opterr = 0;  // we report errors ourselves, through gyre::Error
@@ -217,6 +235,12 @@ bool parseOptions(int argc, char** argv, BenchOptions& o) {
       case kCalibrateOption:
         o.calibrate = true;
         break;
+      case kCompareAlgosOption:
+        o.compareAlgos = true;
+        break;
+      case kRoundsOption:
+        o.rounds = static_cast<int>(parseCount(optarg, "--rounds", 1, 1 << 20));
+        break;
       case 'h':
         return false;
       default:
@@ -242,12 +266,29 @@ bool parseOptions(int argc, char** argv, BenchOptions& o) {
       fail(ErrorCode::kInvalidArgument, "--calibrate chooses the algorithms itself: drop -A");
     }
   }
+  if (o.compareAlgos) {
+    if (o.calibrate) {
+      fail(ErrorCode::kInvalidArgument, "--compare-algos and --calibrate are separate runs");
+    }
+    if (o.collectives.size() != 1 || o.collectives[0]->id != CollectiveId::kAllReduce) {
+      fail(ErrorCode::kInvalidArgument, "--compare-algos measures all_reduce only");
+    }
+    if (o.algo) {
+      fail(ErrorCode::kInvalidArgument, "--compare-algos runs ring, tree and auto: drop -A");
+    }
+    if (o.dtypes.size() != 1 || o.ops.size() != 1) {
+      fail(ErrorCode::kInvalidArgument, "--compare-algos takes one -d and one -o, not 'all'");
+    }
+  } else if (o.rounds) {
+    fail(ErrorCode::kInvalidArgument, "--rounds applies to --compare-algos only");
+  }
   return true;
 }
 
 // What the command line asks that these ranks cannot do; empty if nothing.
 std::string rankCountProblem(const BenchOptions& o, int n) {
   if (o.calibrate && n < 2) return "--calibrate needs at least 2 ranks";
+  if (o.compareAlgos && n < 2) return "--compare-algos needs at least 2 ranks";
   bool rooted = false;
   for (const CollectiveInfo* c : o.collectives) {
     rooted |= c->rooted;
@@ -453,6 +494,20 @@ int runBench(Communicator& comm, const BenchOptions& o) {
   return totalWrong == 0 ? 0 : 1;
 }
 
+int runCompareAlgos(Communicator& comm, const Options& commOptions, const BenchOptions& o) {
+  CompareConfig config;
+  config.sizes = sweepSizes(o);
+  config.dtype = o.dtypes.front();
+  config.op = o.ops.front();
+  config.iters = o.iters;
+  config.warmup = o.warmup;
+  config.rounds = o.rounds.value_or(5);
+  config.check = o.check;
+  Buffer send = allocate(o.maxBytes);
+  Buffer recv = allocate(o.maxBytes);
+  return compareAlgos(comm, commOptions, config, send.bytes.get(), recv.bytes.get(), o.maxBytes);
+}
+
 }  // namespace
 }  // namespace gyre::bench
 
@@ -482,6 +537,7 @@ int main(int argc, char** argv) {
     if (options.calibrate) {
       return bench::calibrate(*comm, commOptions, options.iters, options.warmup);
     }
+    if (options.compareAlgos) return bench::runCompareAlgos(*comm, commOptions, options);
     return bench::runBench(*comm, options);
   } catch (const std::exception& e) {
     // gyre::Error names the peer and the collective; say which rank saw it.

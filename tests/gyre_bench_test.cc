@@ -1,11 +1,14 @@
 // gyre-bench under gyrerun, as the peer harness runs it: several real ranks over
 // loopback, checked results, and the output contract the harness parses (rank 0's
 // stdout: `#` comments, 13-column rows, nccl-tests' trailer), for every collective
-// (nccl-tests' sizes, bus factors, in-place forms, roots), -A and --calibrate. Needs a
-// working Communicator. Every run is under `timeout`, so a hang fails instead of stalling.
+// (nccl-tests' sizes, bus factors, in-place forms, roots), -A, --calibrate and
+// --compare-algos. Needs a working Communicator. Every run is under `timeout`, so a hang
+// fails instead of stalling.
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -18,6 +21,8 @@
 
 #include <gtest/gtest.h>
 
+#include "base/options.h"
+#include "ring/algorithm_choice.h"
 #include "run_shell.h"
 
 namespace {
@@ -393,9 +398,90 @@ TEST_F(GyreBenchTest, CalibrateFitsTheRingModel) {
     const double predicted16M = steps * std::stod(fit["alpha_us"]) +
                                 steps / ranks * (16 << 20) / (std::stod(fit["gbps"]) * 1000);
     EXPECT_NEAR(predicted16M, std::stod(ring["16M"]), 0.01 * std::stod(ring["16M"])) << r.out;
-    EXPECT_EQ(countLinesStartingWith(r.out, "calibration: for ring/algorithm_choice.cc's table"), 1u)
+    EXPECT_EQ(countLinesStartingWith(r.out, "calibration: for ring/algorithm_choice.cc's table"),
+              1u)
         << r.out;
   }
+}
+
+// --compare-algos: one `compare:` line per size, in order, each naming the ranks, the
+// transport, three positive times, the algorithm auto picks (ring/algorithm_choice.h's
+// choice for this size and transport, with the environment's options) and auto/best
+// consistent with the printed times; then the worst ratio, nothing wrong.
+TEST_F(GyreBenchTest, CompareAlgosInterleavesRingTreeAndAuto) {
+  struct Case {
+    int ranks;
+    const char* transport;
+  };
+  const std::vector<size_t> sizes = geometric(8, 64 << 10, 8);
+  for (const Case& c : {Case{2, "shm"}, Case{3, "tcp"}}) {
+    SCOPED_TRACE(std::string(c.transport) + " on " + std::to_string(c.ranks));
+    RunResult r =
+        runShell(std::string("timeout -k 5 120 env GYRE_TRANSPORT=") + c.transport + " " +
+                 binary("gyrerun") + " -n " + std::to_string(c.ranks) + " " + binary("gyre-bench") +
+                 " --compare-algos -b 8 -e 64K -f 8 -n 6 -w 1 " + "--rounds 3");
+    EXPECT_EQ(r.exitCode, 0) << r.out << r.err;
+    std::vector<std::map<std::string, std::string>> lines;
+    std::istringstream in(r.out);
+    for (std::string line; std::getline(in, line);) {
+      if (line.empty() || line[0] == '#') continue;
+      ASSERT_EQ(line.rfind("compare: ", 0), 0u) << "not a compare line: '" << line << "'";
+      std::map<std::string, std::string> kv;
+      for (const std::string& f : fields(line.substr(9))) {
+        const size_t eq = f.find('=');
+        if (eq != std::string::npos) kv[f.substr(0, eq)] = f.substr(eq + 1);
+      }
+      lines.push_back(kv);
+    }
+    ASSERT_EQ(lines.size(), sizes.size() + 1) << r.out;
+    gyre::Options autoOptions = gyre::Options::fromEnvironment();
+    autoOptions.algo = gyre::AlgoKind::kAuto;
+    double worst = 0;
+    size_t worstBytes = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      auto& kv = lines[i];
+      SCOPED_TRACE("bytes " + std::to_string(sizes[i]));
+      for (const char* key : {"bytes", "ranks", "transport", "ring_us", "tree_us", "auto_us",
+                              "auto_algo", "auto/best", "wrong"}) {
+        ASSERT_EQ(kv.count(key), 1u) << key << " missing\n" << r.out;
+      }
+      EXPECT_EQ(std::stoull(kv["bytes"]), sizes[i]) << r.out;
+      EXPECT_EQ(kv["ranks"], std::to_string(c.ranks));
+      EXPECT_EQ(kv["transport"], c.transport);
+      EXPECT_EQ(kv["wrong"], "0") << r.out;
+      const double ring = std::stod(kv["ring_us"]), tree = std::stod(kv["tree_us"]);
+      const double autoUs = std::stod(kv["auto_us"]), ratio = std::stod(kv["auto/best"]);
+      EXPECT_GT(ring, 0);
+      EXPECT_GT(tree, 0);
+      EXPECT_GT(autoUs, 0);
+      const std::string& picked = kv["auto_algo"];
+      EXPECT_TRUE(picked == "ring" || picked == "tree" || picked == "rd") << picked;
+      EXPECT_EQ(picked, gyre::algoName(gyre::chooseAllReduce(autoOptions, sizes[i], c.ranks,
+                                                             c.transport == std::string("shm"))));
+      // Times print to 0.01 us and the ratio to 0.01, from the unrounded times.
+      const double best = std::min(ring, tree);
+      const double slack = 0.005 + 0.005 * (1 / best + autoUs / (best * best)) + 1e-9;
+      EXPECT_NEAR(ratio, autoUs / best, slack) << r.out;
+      if (i == 0 || ratio > worst) {
+        worst = ratio;
+        worstBytes = sizes[i];
+      }
+    }
+    auto& last = lines.back();
+    EXPECT_EQ(r.out.find("compare: worst auto/best="), r.out.rfind("compare: ")) << r.out;
+    ASSERT_EQ(last.count("auto/best"), 1u) << r.out;
+    ASSERT_EQ(last.count("bytes"), 1u) << r.out;
+    EXPECT_EQ(last["wrong"], "0") << r.out;
+    // The worst line names the largest printed ratio (ties: the first such size).
+    EXPECT_EQ(std::stod(last["auto/best"]), worst) << r.out;
+    EXPECT_EQ(std::stoull(last["bytes"]), worstBytes) << r.out;
+  }
+  // One rank has nothing to compare: a usage error before any collective.
+  RunResult r = runBench(1, "--compare-algos -b 8 -e 8");
+  EXPECT_EQ(r.exitCode, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("failed: exit code 2"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--compare-algos needs at least 2 ranks"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
 }
 
 TEST_F(GyreBenchTest, WithoutCheckWrongIsNotAvailable) {
@@ -413,16 +499,20 @@ TEST_F(GyreBenchTest, HelpNamesEveryCollective) {
   for (const Spec& spec : kSpecs) {
     EXPECT_NE(r.out.find(spec.name), std::string::npos) << spec.name;
   }
-  for (const char* flag : {"--root", "--algo", "--calibrate", "--collective"}) {
+  for (const char* flag :
+       {"--root", "--algo", "--calibrate", "--collective", "--compare-algos", "--rounds"}) {
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
   }
 }
 
 TEST_F(GyreBenchTest, RejectsBadArgumentsBeforeStarting) {
   // Argument errors come before the communicator, so no ranks need to meet.
-  for (const char* args : {"-d nosuch", "-o nosuch", "-b 2M -e 1M", "-n 0", "nosuch", "-x", "-r -1",
-                           "-A nosuch", "all_reduce broadcast", "--collective reduce broadcast",
-                           "--calibrate broadcast", "--calibrate -A ring"}) {
+  for (const char* args :
+       {"-d nosuch", "-o nosuch", "-b 2M -e 1M", "-n 0", "nosuch", "-x", "-r -1", "-A nosuch",
+        "all_reduce broadcast", "--collective reduce broadcast", "--calibrate broadcast",
+        "--calibrate -A ring", "--compare-algos broadcast", "--compare-algos -A tree",
+        "--compare-algos --calibrate", "--compare-algos -d all", "--compare-algos --rounds 0",
+        "--rounds 3"}) {
     RunResult r = runShell("timeout -k 5 30 " + binary("gyre-bench") + " " + args);
     EXPECT_EQ(r.exitCode, 2) << args << "\n" << r.err;
     EXPECT_NE(r.err.find("usage: gyre-bench"), std::string::npos) << args;
