@@ -1,0 +1,267 @@
+#include "ring/communicator.h"
+
+#include <cstdint>
+#include <limits>
+
+#include "base/error.h"
+#include "ring/communicator_impl.h"
+
+// The public operations of a Communicator: each validates its arguments on the issuing
+// thread (kInvalidArgument, nothing sent), builds the CollectiveCall and hands its run to
+// the operation queue, blocking (the form without Async) or not.
+namespace gyre {
+
+namespace {
+
+CollectiveCall makeCall(CollectiveKind kind, size_t count, DataType dtype,
+                        ReduceOp op = ReduceOp::kSum, int root = -1) {
+  CollectiveCall call;
+  call.kind = kind;
+  call.dtype = dtype;
+  call.op = op;
+  call.count = count;
+  call.root = root;
+  return call;
+}
+
+// Whether [a, a + aBytes) and [b, b + bBytes) share a byte.
+bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
+  auto x = reinterpret_cast<uintptr_t>(a);
+  auto y = reinterpret_cast<uintptr_t>(b);
+  return aBytes && bBytes && x < y + bBytes && y < x + aBytes;
+}
+
+}  // namespace
+
+void Communicator::Impl::checkRoot(const char* what, int root) const {
+  if (root < 0 || root >= size_) {
+    fail(ErrorCode::kInvalidArgument, "rank {}: {}: root {} is outside [0, {})", rank_, what,
+         root, size_);
+  }
+}
+
+void Communicator::Impl::checkDistinctOrSame(const char* what, const void* sendbuf,
+                                             const void* recvbuf, size_t count,
+                                             DataType dtype) const {
+  const size_t bytes = count * dtypeSize(dtype);
+  if (sendbuf != recvbuf && overlaps(sendbuf, bytes, recvbuf, bytes)) {
+    fail(ErrorCode::kInvalidArgument,
+         "rank {}: {}: sendbuf and recvbuf overlap without being equal (in place means "
+         "sendbuf == recvbuf)",
+         rank_, what);
+  }
+}
+
+void Communicator::Impl::checkPeer(const char* what, int peer) const {
+  if (peer < 0 || peer >= size_ || peer == rank_) {
+    fail(ErrorCode::kInvalidArgument, "rank {}: {}: peer {} is {}", rank_, what, peer,
+         peer == rank_ ? "this rank itself" : fmt::format("outside [0, {})", size_));
+  }
+}
+
+// A buffer of `size` shares of `count` elements each, and one share of it (the in-place
+// position) that the other buffer may be, or must not touch.
+void Communicator::Impl::checkShares(const char* what, const void* whole, const void* share,
+                                     size_t count, DataType dtype) const {
+  const size_t shareBytes = count * dtypeSize(dtype);
+  if (count > std::numeric_limits<size_t>::max() / 2 / dtypeSize(dtype) / size_) {
+    fail(ErrorCode::kInvalidArgument, "rank {}: {}: count {} x {} ranks is too large", rank_,
+         what, count, size_);
+  }
+  const void* inPlace = static_cast<const std::byte*>(whole) + rank_ * shareBytes;
+  if (share != inPlace && overlaps(whole, shareBytes * size_, share, shareBytes)) {
+    fail(ErrorCode::kInvalidArgument,
+         "rank {}: {}: the buffers overlap but not in place (in place means the {} share "
+         "is at offset rank * count = {} elements of the full buffer)",
+         rank_, what, what, static_cast<size_t>(rank_) * count);
+  }
+}
+
+void Communicator::allReduce(const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
+                             ReduceOp op) {
+  allReduceIssue(false, sendbuf, recvbuf, count, dtype, op);
+}
+
+Work Communicator::allReduceAsync(const void* sendbuf, void* recvbuf, size_t count,
+                                  DataType dtype, ReduceOp op) {
+  return allReduceIssue(true, sendbuf, recvbuf, count, dtype, op);
+}
+
+Work Communicator::allReduceIssue(bool async, const void* sendbuf, void* recvbuf, size_t count,
+                                  DataType dtype, ReduceOp op) {
+  impl_->validate("allreduce", sendbuf, recvbuf, count, dtype, op);
+  impl_->checkDistinctOrSame("allreduce", sendbuf, recvbuf, count, dtype);
+  CollectiveCall call = makeCall(CollectiveKind::kAllReduce, count, dtype, op);
+  Impl* impl = impl_.get();
+  return impl->issue(async, [=] { impl->run(call, sendbuf, recvbuf); });
+}
+
+void Communicator::broadcast(void* buffer, size_t count, DataType dtype, int root) {
+  broadcastIssue(false, buffer, count, dtype, root);
+}
+
+Work Communicator::broadcastAsync(void* buffer, size_t count, DataType dtype, int root) {
+  return broadcastIssue(true, buffer, count, dtype, root);
+}
+
+Work Communicator::broadcastIssue(bool async, void* buffer, size_t count, DataType dtype,
+                                  int root) {
+  impl_->validate("broadcast", buffer, buffer, count, dtype, ReduceOp::kSum);
+  impl_->checkRoot("broadcast", root);
+  CollectiveCall call = makeCall(CollectiveKind::kBroadcast, count, dtype, ReduceOp::kSum, root);
+  Impl* impl = impl_.get();
+  return impl->issue(async, [=] { impl->run(call, buffer, buffer); });
+}
+
+void Communicator::reduce(const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
+                          ReduceOp op, int root) {
+  reduceIssue(false, sendbuf, recvbuf, count, dtype, op, root);
+}
+
+Work Communicator::reduceAsync(const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
+                               ReduceOp op, int root) {
+  return reduceIssue(true, sendbuf, recvbuf, count, dtype, op, root);
+}
+
+Work Communicator::reduceIssue(bool async, const void* sendbuf, void* recvbuf, size_t count,
+                               DataType dtype, ReduceOp op, int root) {
+  impl_->checkRoot("reduce", root);
+  const bool isRoot = rank() == root;
+  // Only the root's recvbuf is used; elsewhere it may be null.
+  impl_->validate("reduce", sendbuf, isRoot ? recvbuf : sendbuf, count, dtype, op);
+  if (isRoot) impl_->checkDistinctOrSame("reduce", sendbuf, recvbuf, count, dtype);
+  if (!isRoot) recvbuf = nullptr;
+  CollectiveCall call = makeCall(CollectiveKind::kReduce, count, dtype, op, root);
+  Impl* impl = impl_.get();
+  return impl->issue(async, [=] { impl->run(call, sendbuf, recvbuf); });
+}
+
+void Communicator::allGather(const void* sendbuf, void* recvbuf, size_t count, DataType dtype) {
+  allGatherIssue(false, sendbuf, recvbuf, count, dtype);
+}
+
+Work Communicator::allGatherAsync(const void* sendbuf, void* recvbuf, size_t count,
+                                  DataType dtype) {
+  return allGatherIssue(true, sendbuf, recvbuf, count, dtype);
+}
+
+Work Communicator::allGatherIssue(bool async, const void* sendbuf, void* recvbuf, size_t count,
+                                  DataType dtype) {
+  impl_->validate("allgather", sendbuf, recvbuf, count, dtype, ReduceOp::kSum);
+  impl_->checkShares("allgather", recvbuf, sendbuf, count, dtype);
+  CollectiveCall call = makeCall(CollectiveKind::kAllGather, count, dtype);
+  Impl* impl = impl_.get();
+  return impl->issue(async, [=] { impl->run(call, sendbuf, recvbuf); });
+}
+
+void Communicator::reduceScatter(const void* sendbuf, void* recvbuf, size_t count,
+                                 DataType dtype, ReduceOp op) {
+  reduceScatterIssue(false, sendbuf, recvbuf, count, dtype, op);
+}
+
+Work Communicator::reduceScatterAsync(const void* sendbuf, void* recvbuf, size_t count,
+                                      DataType dtype, ReduceOp op) {
+  return reduceScatterIssue(true, sendbuf, recvbuf, count, dtype, op);
+}
+
+Work Communicator::reduceScatterIssue(bool async, const void* sendbuf, void* recvbuf,
+                                      size_t count, DataType dtype, ReduceOp op) {
+  impl_->validate("reducescatter", sendbuf, recvbuf, count, dtype, op);
+  impl_->checkShares("reducescatter", sendbuf, recvbuf, count, dtype);
+  CollectiveCall call = makeCall(CollectiveKind::kReduceScatter, count, dtype, op);
+  Impl* impl = impl_.get();
+  return impl->issue(async, [=] { impl->run(call, sendbuf, recvbuf); });
+}
+
+void Communicator::allToAll(const void* sendbuf, void* recvbuf, size_t count, DataType dtype) {
+  allToAllIssue(false, sendbuf, recvbuf, count, dtype);
+}
+
+Work Communicator::allToAllAsync(const void* sendbuf, void* recvbuf, size_t count,
+                                 DataType dtype) {
+  return allToAllIssue(true, sendbuf, recvbuf, count, dtype);
+}
+
+Work Communicator::allToAllIssue(bool async, const void* sendbuf, void* recvbuf, size_t count,
+                                 DataType dtype) {
+  impl_->validate("alltoall", sendbuf, recvbuf, count, dtype, ReduceOp::kSum);
+  impl_->checkShares("alltoall", recvbuf, nullptr, count, dtype);  // size checks only
+  const size_t bytes = count * dtypeSize(dtype) * static_cast<size_t>(size());
+  if (overlaps(sendbuf, bytes, recvbuf, bytes)) {
+    fail(ErrorCode::kInvalidArgument, "rank {}: alltoall: sendbuf and recvbuf overlap", rank());
+  }
+  CollectiveCall call = makeCall(CollectiveKind::kAllToAll, count, dtype);
+  Impl* impl = impl_.get();
+  return impl->issue(async, [=] { impl->run(call, sendbuf, recvbuf); });
+}
+
+void Communicator::send(const void* buf, size_t count, DataType dtype, int peer) {
+  sendIssue(false, buf, count, dtype, peer);
+}
+
+Work Communicator::sendAsync(const void* buf, size_t count, DataType dtype, int peer) {
+  return sendIssue(true, buf, count, dtype, peer);
+}
+
+Work Communicator::sendIssue(bool async, const void* buf, size_t count, DataType dtype,
+                             int peer) {
+  impl_->validate("send", buf, buf, count, dtype, ReduceOp::kSum);
+  impl_->checkPeer("send", peer);
+  CollectiveCall call = makeCall(CollectiveKind::kSendRecv, count, dtype);
+  Impl* impl = impl_.get();
+  return impl->issue(async, [=] { impl->runSend(call, peer, buf); });
+}
+
+void Communicator::recv(void* buf, size_t count, DataType dtype, int peer) {
+  recvIssue(false, buf, count, dtype, peer);
+}
+
+Work Communicator::recvAsync(void* buf, size_t count, DataType dtype, int peer) {
+  return recvIssue(true, buf, count, dtype, peer);
+}
+
+Work Communicator::recvIssue(bool async, void* buf, size_t count, DataType dtype, int peer) {
+  impl_->validate("recv", buf, buf, count, dtype, ReduceOp::kSum);
+  impl_->checkPeer("recv", peer);
+  CollectiveCall call = makeCall(CollectiveKind::kSendRecv, count, dtype);
+  Impl* impl = impl_.get();
+  return impl->issue(async, [=] { impl->runRecv(call, peer, buf); });
+}
+
+void Communicator::sendRecv(const void* sendbuf, size_t sendCount, int sendPeer, void* recvbuf,
+                            size_t recvCount, int recvPeer, DataType dtype) {
+  impl_->validate("sendrecv", sendbuf, sendbuf, sendCount, dtype, ReduceOp::kSum);
+  impl_->validate("sendrecv", recvbuf, recvbuf, recvCount, dtype, ReduceOp::kSum);
+  impl_->checkPeer("sendrecv", sendPeer);
+  impl_->checkPeer("sendrecv", recvPeer);
+  CollectiveCall send = makeCall(CollectiveKind::kSendRecv, sendCount, dtype);
+  CollectiveCall recv = makeCall(CollectiveKind::kSendRecv, recvCount, dtype);
+  Impl* impl = impl_.get();
+  impl->issue(false, [=] { impl->runSendRecv(send, sendPeer, sendbuf, recv, recvPeer, recvbuf); });
+}
+
+void Communicator::barrier() { barrierIssue(false); }
+
+Work Communicator::barrierAsync() { return barrierIssue(true); }
+
+Work Communicator::barrierIssue(bool async) {
+  // A one-byte all-reduce: nobody leaves before everyone's byte went round.
+  CollectiveCall call = makeCall(CollectiveKind::kBarrier, 1, DataType::kUint8, ReduceOp::kMax);
+  Impl* impl = impl_.get();
+  return impl->issue(async, [=] {
+    uint8_t byte = 0;
+    impl->run(call, &byte, &byte);
+  });
+}
+
+std::unique_ptr<Communicator> Communicator::split(int color, int key) {
+  std::unique_ptr<Communicator> child;
+  Impl* impl = impl_.get();
+  // In issue order with the other operations, so every rank splits at the same point.
+  impl->issue(false, [&] {
+    if (auto made = impl->split(color, key)) child.reset(new Communicator(std::move(made)));
+  });
+  return child;
+}
+
+}  // namespace gyre
