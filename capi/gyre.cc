@@ -78,7 +78,8 @@ gyreResult_t gyreCommInitRank(gyreComm_t* comm, int nranks, gyreUniqueId commId,
     gyre::Options options = gyre::Options::fromEnvironment();
     options.token = id.token;
     auto store = gyre::TcpStore::connect(id.host, id.port, options.timeout);
-    *comm = wrap(gyre::Communicator::create(std::move(store), rank, nranks, options));
+    // Listen where the route to the id's store leads, as the peers will reach us that way.
+    *comm = wrap(gyre::Communicator::create(std::move(store), rank, nranks, options, id.host));
   });
 }
 

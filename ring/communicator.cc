@@ -104,12 +104,18 @@ std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store,
 
 std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store, int rank,
                                                    int size, const Options& options) {
+  return create(std::move(store), rank, size, options, envOr("MASTER_ADDR", "127.0.0.1"));
+}
+
+std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store, int rank,
+                                                   int size, const Options& options,
+                                                   const std::string& routeHost) {
   if (!store) fail(ErrorCode::kInvalidArgument, "Communicator::create: null store");
   if (size < 1) fail(ErrorCode::kInvalidArgument, "communicator size {} must be >= 1", size);
   if (rank < 0 || rank >= size) {
     fail(ErrorCode::kInvalidArgument, "rank {} is outside [0, {})", rank, size);
   }
-  std::string host = listenAddress(options.socketIfname, envOr("MASTER_ADDR", "127.0.0.1"));
+  std::string host = listenAddress(options.socketIfname, routeHost);
   return std::unique_ptr<Communicator>(
       new Communicator(std::make_unique<Impl>(std::move(store), rank, size, options, host)));
 }

@@ -37,6 +37,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 
 #include "base/options.h"
 #include "base/types.h"
@@ -58,6 +59,11 @@ class Communicator {
   static std::unique_ptr<Communicator> create(std::shared_ptr<Store> store, int rank, int size);
   static std::unique_ptr<Communicator> create(std::shared_ptr<Store> store, int rank, int size,
                                               const Options& options);
+  // As above, listening on the interface whose route leads to `routeHost` (the store's
+  // host, say) instead of MASTER_ADDR's; GYRE_SOCKET_IFNAME still wins when set.
+  static std::unique_ptr<Communicator> create(std::shared_ptr<Store> store, int rank, int size,
+                                              const Options& options,
+                                              const std::string& routeHost);
 
   ~Communicator();
   Communicator(const Communicator&) = delete;
