@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include "run_shell.h"
 
@@ -236,9 +237,38 @@ TEST_F(GyrerunTest, LeavesTheProgramsArgumentsAlone) {
   EXPECT_EQ(r.out, "5 --nnodes 3 --help\n");  // echo -n: gyrerun ends the line
 }
 
+// --bind core: local rank r may run only on the (r mod k)-th CPU gyrerun may use; without
+// it every rank keeps gyrerun's whole set.
+TEST_F(GyrerunTest, BindCorePinsEachLocalRankToOneCpu) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  ASSERT_EQ(::sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  }
+  ASSERT_FALSE(cpus.empty());
+  const std::string show = "sh -c 'echo $LOCAL_RANK $(grep Cpus_allowed_list /proc/self/status | cut -f2)'";
+  RunResult bound = runGyrerun("-n 3 --bind core " + show);
+  ASSERT_EQ(bound.exitCode, 0) << bound.err;
+  std::multiset<std::string> want;
+  for (int r = 0; r < 3; ++r) {
+    want.insert(std::to_string(r) + " " + std::to_string(cpus[r % cpus.size()]));
+  }
+  EXPECT_EQ(lineSet(bound.out), want);
+  RunResult free = runGyrerun("-n 2 " + show);
+  ASSERT_EQ(free.exitCode, 0) << free.err;
+  if (cpus.size() > 1) {
+    for (const std::string& line : lines(free.out)) {
+      EXPECT_TRUE(contains(line, "-") || contains(line, ",")) << "unbound rank pinned: " << line;
+    }
+  }
+}
+
 TEST_F(GyrerunTest, RejectsBadCommandLines) {
   for (const char* args : {"", "--nproc-per-node 0 true", "-n 2", "--bogus 1 -n 1 true",
-                           "--nnodes 2 --node-rank 2 -n 1 true", "-n 1 --grace -1 true"}) {
+                           "--nnodes 2 --node-rank 2 -n 1 true", "-n 1 --grace -1 true",
+                           "-n 1 --bind socket true"}) {
     RunResult r = runGyrerun(args);
     EXPECT_EQ(r.exitCode, 2) << "args: " << args << "\n" << r.err;
     EXPECT_TRUE(contains(r.err, "usage: gyrerun")) << args;

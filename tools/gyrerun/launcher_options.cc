@@ -40,6 +40,9 @@ options (--opt VALUE or --opt=VALUE):
   --prefix MODE           label output lines with "[rank R] ": stderr (default; stdout
                           passes through unchanged so tables stay parseable), all, none
   --no-prefix             same as --prefix none
+  --bind MODE             none (default: the kernel places ranks) or core: local rank r
+                          runs only on the (r mod k)-th of the k CPUs gyrerun may use
+                          (as mpirun --bind-to core)
   -h, --help              this text
 
 Exit status: 0 when every rank exited 0; 1 when a rank failed (exit code != 0 or a
@@ -106,12 +109,22 @@ std::string applyValue(const std::string& name, const std::string& value, Launch
     }
     return "";
   }
+  if (name == "bind") {
+    if (value == "none") {
+      o.bind = BindMode::kNone;
+    } else if (value == "core") {
+      o.bind = BindMode::kCore;
+    } else {
+      return "--bind wants none or core, got '" + value + "'";
+    }
+    return "";
+  }
   return "unknown option --" + name;
 }
 
 bool takesValue(const std::string& name) {
   static const char* const kNames[] = {"nproc-per-node", "nnodes", "node-rank", "master-addr",
-                                       "master-port",    "grace",  "prefix"};
+                                       "master-port",    "grace",  "prefix", "bind"};
   return std::any_of(std::begin(kNames), std::end(kNames),
                      [&](const char* n) { return name == n; });
 }

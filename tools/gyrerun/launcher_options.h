@@ -23,6 +23,12 @@ enum class PrefixMode {
   kNone,    // neither
 };
 
+// Where each rank may run.
+enum class BindMode {
+  kNone,  // default (as torchrun): the kernel places and migrates ranks freely
+  kCore,  // local rank r is pinned to the (r mod k)-th of the k CPUs gyrerun may use
+};
+
 struct LaunchOptions {
   int nprocPerNode = 0;       // required, >= 1
   int nnodes = 1;             // >= 1
@@ -31,6 +37,7 @@ struct LaunchOptions {
   int masterPort = -1;        // -1: not given (see resolveMasterPort)
   double graceSeconds = 3.0;  // after a rank fails, before SIGTERM to the others
   PrefixMode prefix = PrefixMode::kStderr;
+  BindMode bind = BindMode::kNone;
   std::vector<std::string> command;  // program and its arguments; non-empty when parsed
 
   int worldSize() const { return nnodes * nprocPerNode; }

@@ -1,6 +1,7 @@
 #include "tools/gyrerun/rank_process.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -60,10 +61,41 @@ void writeString(int fd, const char* s) {
   (void)ignored;
 }
 
+// The (localRank mod k)-th of the k CPUs this process may run on, as a set of one.
+bool coreFor(int localRank, cpu_set_t& out, std::string& error) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (::sched_getaffinity(0, sizeof(allowed), &allowed) != 0) {
+    error = std::string("--bind core: sched_getaffinity: ") + std::strerror(errno);
+    return false;
+  }
+  const int count = CPU_COUNT(&allowed);
+  if (count <= 0) {
+    error = "--bind core: no CPU is allowed";
+    return false;
+  }
+  int wanted = localRank % count;
+  CPU_ZERO(&out);
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &allowed)) continue;
+    if (wanted-- == 0) {
+      CPU_SET(cpu, &out);
+      return true;
+    }
+  }
+  error = "--bind core: the allowed CPU set changed";
+  return false;
+}
+
 // Runs in the forked child: only async-signal-safe calls until exec, since the parent's
 // state (malloc locks) is whatever it was at fork.
-[[noreturn]] void execChild(int outFd, int errFd, pid_t parent, char** argv, char** envp) {
+[[noreturn]] void execChild(int outFd, int errFd, pid_t parent, char** argv, char** envp,
+                            const cpu_set_t* cpus) {
   if (::dup2(outFd, STDOUT_FILENO) < 0 || ::dup2(errFd, STDERR_FILENO) < 0) ::_exit(127);
+  if (cpus != nullptr && ::sched_setaffinity(0, sizeof(cpu_set_t), cpus) != 0) {
+    writeString(STDERR_FILENO, "gyrerun: --bind core: sched_setaffinity failed\n");
+    ::_exit(127);
+  }
 #ifdef __linux__
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(127);  // gyrerun died before prctl took effect
@@ -112,6 +144,16 @@ std::unique_ptr<RankProcess> startRank(const LaunchOptions& options, const RankE
     ::close(outPipe[1]);
     return nullptr;
   }
+  // --bind core: the CPU for this local rank, chosen before fork (the child only applies it).
+  cpu_set_t cpus;
+  const bool bind = options.bind == BindMode::kCore && coreFor(localRank, cpus, error);
+  if (options.bind == BindMode::kCore && !bind) {
+    ::close(outPipe[0]);
+    ::close(outPipe[1]);
+    ::close(errPipe[0]);
+    ::close(errPipe[1]);
+    return nullptr;
+  }
   // Block every signal across fork, so none reaches the child while it still runs
   // gyrerun's handlers (as posix_spawn does); the child resets them, then unblocks.
   sigset_t all, saved;
@@ -119,7 +161,9 @@ std::unique_ptr<RankProcess> startRank(const LaunchOptions& options, const RankE
   ::sigprocmask(SIG_SETMASK, &all, &saved);
   pid_t parent = ::getpid();
   pid_t pid = ::fork();
-  if (pid == 0) execChild(outPipe[1], errPipe[1], parent, argv.data(), envp.data());
+  if (pid == 0) {
+    execChild(outPipe[1], errPipe[1], parent, argv.data(), envp.data(), bind ? &cpus : nullptr);
+  }
   int forkErrno = errno;
   ::sigprocmask(SIG_SETMASK, &saved, nullptr);
   ::close(outPipe[1]);
