@@ -92,12 +92,9 @@ Options Options::fromEnvironment() {
     else fail(ErrorCode::kInvalidArgument, "GYRE_TRANSPORT='{}': use auto, tcp or shm", s);
   }
   if (const char* v = env("GYRE_ALGO")) {
-    std::string s(v);
-    if (s == "auto") o.algo = AlgoKind::kAuto;
-    else if (s == "ring") o.algo = AlgoKind::kRing;
-    else if (s == "tree") o.algo = AlgoKind::kTree;
-    else if (s == "rd") o.algo = AlgoKind::kRecursiveDoubling;
-    else fail(ErrorCode::kInvalidArgument, "GYRE_ALGO='{}': use auto, ring, tree or rd", s);
+    if (!parseAlgoKind(v, o.algo)) {
+      fail(ErrorCode::kInvalidArgument, "GYRE_ALGO='{}': use auto, ring, tree or rd", v);
+    }
   }
   if (const char* v = env("GYRE_SYNC_PRIORITY")) {
     std::string s(v);
@@ -115,6 +112,27 @@ Options Options::fromEnvironment() {
     o.spin = std::chrono::microseconds(parseInteger(v, "GYRE_SPIN_US", 0, 1000000));
   }
   return o;
+}
+
+bool parseAlgoKind(const std::string& text, AlgoKind& algo) {
+  for (AlgoKind k : {AlgoKind::kAuto, AlgoKind::kRing, AlgoKind::kTree,
+                     AlgoKind::kRecursiveDoubling}) {
+    if (text == algoKindName(k)) {
+      algo = k;
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* algoKindName(AlgoKind algo) {
+  switch (algo) {
+    case AlgoKind::kAuto: return "auto";
+    case AlgoKind::kRing: return "ring";
+    case AlgoKind::kTree: return "tree";
+    case AlgoKind::kRecursiveDoubling: return "rd";
+  }
+  return "unknown";
 }
 
 const Options& globalOptions() {

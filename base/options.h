@@ -59,6 +59,11 @@ struct Options {
 
 const Options& globalOptions();
 
+// The GYRE_ALGO spelling of `algo`: "auto", "ring", "tree", "rd"; and back (false for any
+// other text).
+const char* algoKindName(AlgoKind algo);
+bool parseAlgoKind(const std::string& text, AlgoKind& algo);
+
 // "512K" -> 524288; plain numbers are bytes; K/M/G are powers of 2. Throws
 // kInvalidArgument naming `what` for anything else.
 size_t parseByteSize(const std::string& text, const char* what);

@@ -151,10 +151,8 @@ std::vector<ReduceOp> parseOps(const std::string& text) {
 }
 
 AlgoKind parseAlgo(const std::string& text) {
-  if (text == "auto") return AlgoKind::kAuto;
-  if (text == "ring") return AlgoKind::kRing;
-  if (text == "tree") return AlgoKind::kTree;
-  if (text == "rd") return AlgoKind::kRecursiveDoubling;
+  AlgoKind algo;
+  if (parseAlgoKind(text, algo)) return algo;
   fail(ErrorCode::kInvalidArgument, "-A: unknown algorithm '{}': use auto, ring, tree or rd", text);
 }
 
@@ -350,19 +348,6 @@ double timeOps(Communicator& comm, CollectiveRunner& runner, const Layout& l, Gr
 
 const char* transportName(TransportKind k) {
   return k == TransportKind::kTcp ? "tcp" : k == TransportKind::kShm ? "shm" : "auto";
-}
-const char* algoKindName(AlgoKind k) {
-  switch (k) {
-    case AlgoKind::kRing:
-      return "ring";
-    case AlgoKind::kTree:
-      return "tree";
-    case AlgoKind::kRecursiveDoubling:
-      return "rd";
-    case AlgoKind::kAuto:
-      break;
-  }
-  return "auto";
 }
 
 // Every rank's "pid host", in rank order: each rank writes its own record into a zeroed

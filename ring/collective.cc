@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "ring/algorithm_choice.h"
+
 namespace gyre {
 
 const char* collectiveName(CollectiveKind kind) {
@@ -31,8 +33,9 @@ Tag CollectiveCall::tag() const {
 }
 
 std::string describe(const CollectiveCall& c) {
-  static const char* const kAlgoNames[] = {"", " [ring]", " [tree]", " [rd]"};
-  const char* algo = c.algo < 4 ? kAlgoNames[c.algo] : " [unknown algorithm]";
+  const std::string algo =
+      c.algo == 0 ? std::string()
+                  : fmt::format(" [{}]", algoName(static_cast<AllReduceAlgo>(c.algo - 1)));
   if (c.kind == CollectiveKind::kBarrier) return fmt::format("barrier #{}{}", c.seq, algo);
   const bool reduces = c.kind == CollectiveKind::kAllReduce ||
                        c.kind == CollectiveKind::kReduce ||

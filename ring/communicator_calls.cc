@@ -61,13 +61,18 @@ void Communicator::Impl::checkPeer(const char* what, int peer) const {
 
 // A buffer of `size` shares of `count` elements each, and one share of it (the in-place
 // position) that the other buffer may be, or must not touch.
-void Communicator::Impl::checkShares(const char* what, const void* whole, const void* share,
-                                     size_t count, DataType dtype) const {
-  const size_t shareBytes = count * dtypeSize(dtype);
+void Communicator::Impl::checkPerRankCount(const char* what, size_t count,
+                                           DataType dtype) const {
   if (count > std::numeric_limits<size_t>::max() / 2 / dtypeSize(dtype) / size_) {
     fail(ErrorCode::kInvalidArgument, "rank {}: {}: count {} x {} ranks is too large", rank_,
          what, count, size_);
   }
+}
+
+void Communicator::Impl::checkShares(const char* what, const void* whole, const void* share,
+                                     size_t count, DataType dtype) const {
+  checkPerRankCount(what, count, dtype);
+  const size_t shareBytes = count * dtypeSize(dtype);
   const void* inPlace = static_cast<const std::byte*>(whole) + rank_ * shareBytes;
   if (share != inPlace && overlaps(whole, shareBytes * size_, share, shareBytes)) {
     fail(ErrorCode::kInvalidArgument,
@@ -185,7 +190,7 @@ Work Communicator::allToAllAsync(const void* sendbuf, void* recvbuf, size_t coun
 Work Communicator::allToAllIssue(bool async, const void* sendbuf, void* recvbuf, size_t count,
                                  DataType dtype) {
   impl_->validate("alltoall", sendbuf, recvbuf, count, dtype, ReduceOp::kSum);
-  impl_->checkShares("alltoall", recvbuf, nullptr, count, dtype);  // size checks only
+  impl_->checkPerRankCount("alltoall", count, dtype);
   const size_t bytes = count * dtypeSize(dtype) * static_cast<size_t>(size());
   if (overlaps(sendbuf, bytes, recvbuf, bytes)) {
     fail(ErrorCode::kInvalidArgument, "rank {}: alltoall: sendbuf and recvbuf overlap", rank());

@@ -289,6 +289,7 @@ class Communicator::Impl {
   void checkPeer(const char* what, int peer) const;
   void checkDistinctOrSame(const char* what, const void* sendbuf, const void* recvbuf,
                            size_t count, DataType dtype) const;
+  void checkPerRankCount(const char* what, size_t count, DataType dtype) const;
   void checkShares(const char* what, const void* whole, const void* share, size_t count,
                    DataType dtype) const;
 
