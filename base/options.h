@@ -37,7 +37,7 @@ struct Options {
   std::string token;                                   // GYRE_TOKEN (else rank 0 makes one)
   std::string hostId;                                  // GYRE_HOST_ID (overrides host identity)
   // GYRE_REDUCE_ISA=auto|portable|avx2|avx512: forces the host reduction's ISA (tests and
-  // debugging). Checked by ring/reduce.cc, which knows what this CPU supports.
+  // debugging). Checked by host_kernels/reduce.cc, which knows what this CPU supports.
   std::string reduceIsa;
   // GYRE_SPIN_US: how long a waiter polls (yielding its core between polls) before it
   // sleeps. Measured with 4 ranks on 2 cores, shm, 8-byte all-reduce: a pause-based

@@ -1,7 +1,7 @@
 // Reduction arithmetic: what sum, prod, min, max and avg mean for each element type.
 //
 // Contract: the single definition of the element-wise operators, shared by the host
-// reduction (ring/reduce_impl.h) and device kernels (GYRE_HOST_DEVICE), so that host
+// reduction (host_kernels/reduce_impl.h) and device kernels (GYRE_HOST_DEVICE), so that host
 // and device give the same bits. Stateless or immutable functors: safe from any thread.
 //
 // An element type T is loaded into its compute type (ElementTraits<T>::Compute), the

@@ -12,8 +12,8 @@
 
 #include "base/error.h"
 #include "base/types.h"
-#include "ring/algorithm_choice.h"
-#include "ring/tcp_store.h"
+#include "collectives/algorithm_choice.h"
+#include "store/tcp_store.h"
 
 namespace gyre::bench {
 namespace {
@@ -133,7 +133,7 @@ int calibrate(Communicator& comm, const Options& options, int iters, int warmup)
     fail(ErrorCode::kInternal, "rank {}: calibration: the ring all-reduce failed", comm.rank());
   }
 
-  // The fit (ring/algorithm_choice.cc's ring cost, solved for alpha and gbps).
+  // The fit (collectives/algorithm_choice.cc's ring cost, solved for alpha and gbps).
   const double steps = 2.0 * (n - 1);
   const double busFactor = 2.0 * (n - 1) / n;
   LinkCost cost;
@@ -187,7 +187,7 @@ int calibrate(Communicator& comm, const Options& options, int iters, int warmup)
     }
     std::printf(")\n");
     std::printf(
-        "calibration: for ring/algorithm_choice.cc's table (%s): alphaUs %.1f, bytesPerUs "
+        "calibration: for collectives/algorithm_choice.cc's table (%s): alphaUs %.1f, bytesPerUs "
         "%.0f, treeBytesRatio[%d] %.2f\n",
         transport.c_str(), cost.alphaUs, cost.bytesPerUs, std::min(n, 8), treeRatio);
     std::fflush(stdout);

@@ -11,7 +11,7 @@
 #include "base/error.h"
 #include "bench/bench_collectives.h"
 #include "bench/calibrate.h"
-#include "ring/algorithm_choice.h"
+#include "collectives/algorithm_choice.h"
 
 namespace gyre::bench {
 namespace {

@@ -17,7 +17,7 @@
 //   compare: bytes=131072 ranks=8 transport=shm ring_us=68.10 tree_us=63.00 auto_us=64.20
 //     auto_algo=tree auto/best=1.02 wrong=0                                   (one line)
 //   compare: worst auto/best=1.08 at bytes=2048 wrong=0
-// auto_algo is ring/algorithm_choice.h's chooseAllReduce for the auto communicator's
+// auto_algo is collectives/algorithm_choice.h's chooseAllReduce for the auto communicator's
 // options at that size (transport as resolvedTransport infers it); best = min(ring,
 // tree); auto/best uses the unrounded times; wrong is N/A without check.
 //

@@ -27,7 +27,7 @@
 #include "base/half.h"
 #include "base/options.h"
 #include "ring/communicator.h"
-#include "ring/cuda/cuda_communicator.h"
+#include "cuda/cuda_communicator.h"
 
 namespace {
 

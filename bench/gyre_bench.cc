@@ -2,7 +2,7 @@
 //
 //   gyrerun -n 4 gyre-bench [all_reduce] -b 8 -e 256M -f 2 -n 20 -w 5 -c 1 -d float -o sum
 //   gyrerun -n 4 gyre-bench all -b 8 -e 1M        (every collective, one table each)
-//   gyrerun -n 4 gyre-bench --calibrate           (ring/algorithm_choice.h's cost model)
+//   gyrerun -n 4 gyre-bench --calibrate           (collectives/algorithm_choice.h's cost model)
 //   gyrerun -n 4 gyre-bench --compare-algos -b 8 -e 32M -f 4   (ring, tree, auto interleaved)
 //
 // Per collective (bench/bench_collectives.h: names, sizes, bus factors, in-place forms,
@@ -89,7 +89,7 @@ const char kUsage[] = R"(usage: gyre-bench [COLLECTIVE] [options]     (start it 
   -r, --root N          root of broadcast and reduce (default 0)
   -A, --algo A          all-reduce algorithm: auto ring tree rd (default: GYRE_ALGO, else auto)
       --calibrate       all-reduce only: time ring at 8 B, 4M and 16M on this transport
-                        (GYRE_TRANSPORT), fit ring/algorithm_choice.h's alpha_us and gbps,
+                        (GYRE_TRANSPORT), fit collectives/algorithm_choice.h's alpha_us and gbps,
                         and time 8 B with ring, tree and rd (-n, -w apply; 8 B runs 10x -n)
       --compare-algos   all-reduce only, >= 2 ranks: ring, tree and auto (each on its own
                         communicator) timed in turn within one job, per size of the sweep:

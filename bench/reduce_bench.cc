@@ -1,4 +1,4 @@
-// reduce_bench: throughput of the host reduction (ring/reduce.h) against memcpy.
+// reduce_bench: throughput of the host reduction (host_kernels/reduce.h) against memcpy.
 //
 // Bytes are counted as memory traffic: reduceCopy reads two buffers and writes one
 // (3 x size), the dual-destination variant writes two (4 x size), memcpy reads one
@@ -12,7 +12,7 @@
 #include <memory>
 #include <string>
 
-#include "ring/reduce.h"
+#include "host_kernels/reduce.h"
 
 namespace gyre {
 namespace {

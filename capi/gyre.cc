@@ -9,7 +9,7 @@
 #include "capi/handles.h"
 #include "capi/unique_id.h"
 #include "ring/communicator.h"
-#include "ring/tcp_store.h"
+#include "store/tcp_store.h"
 
 using gyre::ErrorCode;
 using gyre::fail;

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "ring/tcp_store.h"
+#include "store/tcp_store.h"
 
 namespace gyre::capi {
 namespace {

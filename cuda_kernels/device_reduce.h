@@ -1,5 +1,5 @@
 // Device reduction: the reduce-and-copy step of a collective on GPU memory, the twin of
-// ring/reduce.h for device pointers.
+// host_kernels/reduce.h for device pointers.
 //
 // Contract (the host functions' contract, on a stream):
 //   deviceReduceCopy: dst0[i] = a[i] op b[i] for i < count; when dst1 != nullptr the same
@@ -8,7 +8,7 @@
 //     rounded to the element type and then finalised (scaled by 1/avgDivisor for floating
 //     types, divided for integers), bit for bit what the host reduceCopy gives.
 //   deviceScaleCopy: dst0[i] = finalise(src[i]) (and dst1[i]); avgDivisor 0 = a copy.
-// Results are bitwise equal to ring/reduce.h's for the same inputs: the kernels run the
+// Results are bitwise equal to host_kernels/reduce.h's for the same inputs: the kernels run the
 // arithmetic functors of base/reduce_ops.h (float16 and bfloat16 go through float and
 // are rounded once per operation; the conversions use the GPU's paired cvt instructions,
 // which round exactly as base/half.h does, NaN aside, and NaN results are re-encoded as

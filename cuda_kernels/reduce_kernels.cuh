@@ -4,7 +4,7 @@
 // (device_reduce.cc), which also keeps fmt's consteval format checks away from nvcc.
 //
 // Shape (NCCL's reduceCopy split of memory access from arithmetic, as the host loops in
-// ring/reduce_impl.h): each thread moves 16-byte packs; kUnroll packs of every source
+// host_kernels/reduce_impl.h): each thread moves 16-byte packs; kUnroll packs of every source
 // are loaded before any is used, so that 2 x kUnroll loads are in flight per thread;
 // the operator runs lane by lane through the functors of base/reduce_ops.h; the result
 // pack is stored to one or two destinations. A thread reads every source byte of its
@@ -136,7 +136,7 @@ struct PackLanes {
   }
 };
 
-// ---- The element-wise work: as ring/reduce_impl.h's reduceElement and scale ------------
+// ---- The element-wise work: as host_kernels/reduce_impl.h's reduceElement and scale ------------
 
 // kSrcs == 2: x op y, then (kAvg) rounded to T and finalised. kSrcs == 1: finalise(x)
 // when kAvg, else x unchanged.

@@ -6,7 +6,7 @@
 #include <span>
 #include <string>
 
-#include "ring/store_protocol.h"
+#include "store/store_protocol.h"
 
 namespace gyre::fuzz {
 

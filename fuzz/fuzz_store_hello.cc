@@ -1,9 +1,9 @@
-// libFuzzer target: the store's hello (ring/store_protocol.h, parseStoreHello).
+// libFuzzer target: the store's hello (store/store_protocol.h, parseStoreHello).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 
-#include "ring/store_protocol.h"
+#include "store/store_protocol.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   size_t consumed = 0;

@@ -3,7 +3,7 @@
 
 The seeds are valid messages of each format (and a few near misses), so that libFuzzer
 starts from inputs that reach deep into the parsers. Layouts follow transport/wire.h
-and ring/store_protocol.h; rerun after changing either. Usage: fuzz/make_corpus.py
+and store/store_protocol.h; rerun after changing either. Usage: fuzz/make_corpus.py
 
 The files named by a SHA-1 next to them are what longer fuzzing campaigns found,
 minimized with libFuzzer's -merge=1 (fuzzer -merge=1 NEW_DIR fuzz/corpus/T CAMPAIGN_DIR).

@@ -8,7 +8,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "ring/host_identity.h"
-#include "ring/store.h"
+#include "store/store.h"
 #include "transport/shm/shm_pipe.h"
 #include "transport/socket.h"
 #include "transport/tcp/tcp_connector.h"

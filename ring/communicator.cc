@@ -10,8 +10,8 @@
 #include "base/error.h"
 #include "ring/communicator_impl.h"
 #include "ring/host_identity.h"
-#include "ring/store.h"
-#include "ring/tcp_store.h"
+#include "store/store.h"
+#include "store/tcp_store.h"
 
 // Creating communicators (from the environment or a store) and their accessors; the
 // operations are in ring/communicator_calls.cc, the state in ring/communicator_impl.h.

@@ -22,7 +22,7 @@
 //
 // Failures (ring/failure_propagation.h): a dead peer is found at once (EOF or reset on
 // tcp, its process gone on shm), a stalled one after GYRE_TIMEOUT without progress (the
-// rank at the end of the chain of waits is named: ring/stall_inspector.h, which also
+// rank at the end of the chain of waits is named: collectives/stall_inspector.h, which also
 // logs a stall report after GYRE_STALL_WARN). The error names this rank, the rank at
 // fault, the collective with its sequence number and the bytes it had moved; the
 // communicator is then aborted and tells its peers, so every rank fails within

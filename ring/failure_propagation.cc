@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "ring/stall_inspector.h"
+#include "collectives/stall_inspector.h"
 
 namespace gyre {
 namespace {

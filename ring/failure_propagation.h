@@ -10,7 +10,7 @@
 //                    connection (it exited or failed) (the abort reached this rank from
 //                    peer rank 4)"
 // The headline is "rank R failed" (it died, closed or broke the protocol), "rank R
-// stalled" (a timeout: ring/stall_inspector.h finds R), "collective mismatch" or
+// stalled" (a timeout: collectives/stall_inspector.h finds R), "collective mismatch" or
 // "aborted"; the error code is the detecting rank's. The detecting rank aborts its
 // communicator and publishes the failure (PeerStatus kAborted) on every pipe; a rank
 // that receives it does the same, so it crosses the ring in both directions within
@@ -23,7 +23,7 @@
 #include <string>
 
 #include "base/error.h"
-#include "ring/collective.h"
+#include "collectives/collective.h"
 #include "transport/pipe.h"
 
 namespace gyre {

@@ -14,7 +14,7 @@
 
 #include "base/error.h"
 #include "ring/communicator.h"
-#include "ring/tcp_store.h"
+#include "store/tcp_store.h"
 
 namespace gyre {
 namespace {

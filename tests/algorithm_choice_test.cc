@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "base/error.h"
-#include "ring/algorithm_choice.h"
-#include "ring/collective.h"
+#include "collectives/algorithm_choice.h"
+#include "collectives/collective.h"
 #include "ring/communicator.h"
 #include "ring/spawn.h"
 #include "test_values.h"
@@ -56,7 +56,7 @@ TEST(AlgorithmChoice, AutoFollowsTheModelAndTheMeasuredCrossovers) {
       }
     }
   }
-  // The crossovers measured on the development VM (ring/algorithm_choice.cc's table):
+  // The crossovers measured on the development VM (collectives/algorithm_choice.cc's table):
   // latency-bound calls are recursive doubling, 8 ranks over tcp take the tree from
   // 128 KiB on, 8 ranks over shm the ring for large buffers, 4 ranks the tree.
   EXPECT_EQ(chooseAllReduce(o, 8, 8, false), AllReduceAlgo::kRecursiveDoubling);

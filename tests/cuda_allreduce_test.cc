@@ -24,7 +24,7 @@ TEST(CudaAllReduce, NeedsTheCudaToolkit) {
 
 #include "base/error.h"
 #include "ring/communicator.h"
-#include "ring/cuda/cuda_communicator.h"
+#include "cuda/cuda_communicator.h"
 #include "ring/spawn.h"
 #include "test_values.h"
 #include "cuda_test_support.h"

@@ -21,7 +21,7 @@ TEST(CudaReduce, NeedsTheCudaToolkit) {
 
 #include "base/error.h"
 #include "cuda_kernels/device_reduce.h"
-#include "ring/reduce.h"
+#include "host_kernels/reduce.h"
 #include "test_values.h"
 #include "cuda_test_support.h"
 

@@ -1,6 +1,6 @@
 // DistributedSampler against torch.utils.data.DistributedSampler's formulas and
 // invariants: counts, padding, drop_last, disjoint strided shards, per-epoch reshuffle.
-#include "ring/distributed_sampler.h"
+#include "ddp/distributed_sampler.h"
 
 #include <gtest/gtest.h>
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "ring/double_tree.h"
+#include "collectives/double_tree.h"
 
 namespace gyre {
 namespace {

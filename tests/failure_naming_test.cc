@@ -7,7 +7,7 @@
 
 #include "base/error.h"
 #include "ring/failure_propagation.h"
-#include "ring/stall_inspector.h"
+#include "collectives/stall_inspector.h"
 
 namespace gyre {
 namespace {

@@ -5,7 +5,7 @@
 //
 // Every check inside a rank throws (spawn() reports the failing rank), so the tests hold
 // whether spawn() runs ranks as threads or as processes.
-#include "ring/grad_sync.h"
+#include "ddp/grad_sync.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -22,7 +22,7 @@
 #include <gtest/gtest.h>
 
 #include "base/options.h"
-#include "ring/algorithm_choice.h"
+#include "collectives/algorithm_choice.h"
 #include "run_shell.h"
 
 namespace {
@@ -398,14 +398,14 @@ TEST_F(GyreBenchTest, CalibrateFitsTheRingModel) {
     const double predicted16M = steps * std::stod(fit["alpha_us"]) +
                                 steps / ranks * (16 << 20) / (std::stod(fit["gbps"]) * 1000);
     EXPECT_NEAR(predicted16M, std::stod(ring["16M"]), 0.01 * std::stod(ring["16M"])) << r.out;
-    EXPECT_EQ(countLinesStartingWith(r.out, "calibration: for ring/algorithm_choice.cc's table"),
+    EXPECT_EQ(countLinesStartingWith(r.out, "calibration: for collectives/algorithm_choice.cc's table"),
               1u)
         << r.out;
   }
 }
 
 // --compare-algos: one `compare:` line per size, in order, each naming the ranks, the
-// transport, three positive times, the algorithm auto picks (ring/algorithm_choice.h's
+// transport, three positive times, the algorithm auto picks (collectives/algorithm_choice.h's
 // choice for this size and transport, with the environment's options) and auto/best
 // consistent with the printed times; then the worst ratio, nothing wrong.
 TEST_F(GyreBenchTest, CompareAlgosInterleavesRingTreeAndAuto) {

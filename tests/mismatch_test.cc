@@ -11,9 +11,9 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
-#include "ring/collective.h"
+#include "collectives/collective.h"
 #include "ring/communicator.h"
-#include "ring/primitives.h"
+#include "collectives/primitives.h"
 #include "ring/spawn.h"
 #include "test_values.h"
 #include "transport/shm/shm_pipe.h"

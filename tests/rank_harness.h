@@ -35,7 +35,7 @@
 #include "base/error.h"
 #include "base/options.h"
 #include "ring/communicator.h"
-#include "ring/tcp_store.h"
+#include "store/tcp_store.h"
 
 namespace gyre::testing {
 

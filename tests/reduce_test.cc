@@ -1,4 +1,4 @@
-// Tests for the host reduction (ring/reduce.h) and the float16/bfloat16 conversions
+// Tests for the host reduction (host_kernels/reduce.h) and the float16/bfloat16 conversions
 // (base/half.h) it rounds with.
 //
 // The reference below is written from the contract, not from base/reduce_ops.h, and
@@ -19,7 +19,7 @@
 
 #include "base/error.h"
 #include "base/half.h"
-#include "ring/reduce.h"
+#include "host_kernels/reduce.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

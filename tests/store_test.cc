@@ -17,9 +17,9 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
-#include "ring/store.h"
-#include "ring/store_protocol.h"
-#include "ring/tcp_store.h"
+#include "store/store.h"
+#include "store/store_protocol.h"
+#include "store/tcp_store.h"
 #include "transport/socket.h"
 
 namespace gyre {

@@ -17,7 +17,7 @@
 
 #include "base/half.h"
 #include "base/types.h"
-#include "ring/reduce.h"
+#include "host_kernels/reduce.h"
 
 namespace gyre::testing {
 

@@ -19,7 +19,7 @@
 // Status, out of band of the slots: each end can publish a PeerStatus to the other end
 // (this rank waits and for whom, resumed, or aborted and why). Transports carry it and
 // hand the latest one to the WaitObserver of a sleeping wait; only the communicator
-// interprets it (ring/failure_propagation.h, ring/stall_inspector.h). publish(kAborted)
+// interprets it (ring/failure_propagation.h, collectives/stall_inspector.h). publish(kAborted)
 // also closes the end: the other end fails at once with PeerAbortError naming the cause,
 // after it has received whatever was sent before.
 #pragma once
@@ -42,10 +42,10 @@ struct Tag {
   uint64_t count = 0;   // elements in the collective
   uint32_t seq = 0;     // collective sequence number on the communicator
   int32_t root = -1;    // root rank, -1 for rootless collectives
-  uint8_t coll = 0;     // collective kind (ring/collective.h)
+  uint8_t coll = 0;     // collective kind (collectives/collective.h)
   uint8_t dtype = 0;    // gyre::DataType
   uint8_t op = 0;       // gyre::ReduceOp
-  uint8_t algo = 0;     // the all-reduce algorithm (ring/algorithm_choice.h), 0: none
+  uint8_t algo = 0;     // the all-reduce algorithm (collectives/algorithm_choice.h), 0: none
   uint32_t pad = 0;
 
   bool operator==(const Tag&) const = default;

@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "ring/communicator.h"
-#include "ring/distributed_sampler.h"
-#include "ring/grad_sync.h"
+#include "ddp/distributed_sampler.h"
+#include "ddp/grad_sync.h"
 #include "tools/train/checkpoint.h"
 #include "tools/train/idx_reader.h"
 #include "tools/train/mlp.h"
@@ -41,7 +41,7 @@ struct TrainConfig {
   float lr = 0.05f;
   float momentum = 0.9f;
   uint64_t seed = 0;
-  // Gradient buckets: DDP's rule (see ring/grad_sync.h) with this cap; the first bucket's
+  // Gradient buckets: DDP's rule (see ddp/grad_sync.h) with this cap; the first bucket's
   // cap is min(1 MiB, this).
   double bucketMb = 25;
   // Weight gradients are produced and registered in blocks of this many rows (0: whole),

@@ -1,0 +1,49 @@
+// Which all-reduce algorithm runs a call: a cost model `time = alpha * steps + bytes / beta`
+// per algorithm, with alpha (microseconds per step) and beta (bytes per microsecond on
+// the busiest rank) per transport from one table in collectives/algorithm_choice.cc, measured
+// with gyre-bench (`gyre-bench --calibrate` fits alpha and beta on another machine;
+// GYRE_ALGO=ring|tree|rd overrides the choice).
+//
+//   ring  2(n-1) steps; 2(n-1)/n * S bytes per rank
+//   tree  2 floor(log2 n) + 2 steps (up, down, and the pipeline's fill); the ring's bytes
+//         times a measured ratio per rank count (the double binary tree moves about as
+//         much as the ring per rank, but needs fewer ranks scheduled at once per slice,
+//         which on a host with fewer cores than ranks makes it faster: see the table)
+//   rd    log2(p) exchanges, +2 when n is not a power of two p; log2(p) * S bytes (+2S);
+//         only when the buffer fits one slot
+//
+// Contract: pure and deterministic; every input is the same on every rank (the
+// transport kind is decided alike on every rank at bootstrap), so all ranks choose the
+// same algorithm, and the choice travels in every slice's tag: ranks that still
+// disagree (a different GYRE_ALGO, say) fail with kMismatch instead of mixing schedules.
+#pragma once
+
+#include <cstddef>
+
+#include "base/options.h"
+
+namespace gyre {
+
+enum class AllReduceAlgo { kRing, kTree, kRecursiveDoubling };
+
+const char* algoName(AllReduceAlgo algo);
+
+struct LinkCost {
+  double alphaUs = 0;  // fixed cost of one step (hand-off to a peer and its wake-up)
+  double bytesPerUs = 1;  // what the busiest rank moves per microsecond in the ring
+  // Tree time over ring time for large buffers, by rank count (index n, 2..8; larger
+  // counts use the last entry).
+  double treeBytesRatio[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+};
+
+// The table's entry for shared memory (shm = true) or tcp.
+const LinkCost& linkCost(bool shm);
+
+// Predicted microseconds for `bytes` over `size` ranks.
+double predictMicros(AllReduceAlgo algo, size_t bytes, int size, const LinkCost& cost);
+
+// The algorithm for an all-reduce of `bytes` on `size` ranks (size >= 2) over links of
+// the given kind; honours options.algo (a forced rd that does not fit a slot is ring).
+AllReduceAlgo chooseAllReduce(const Options& options, size_t bytes, int size, bool shm);
+
+}  // namespace gyre

@@ -1,0 +1,94 @@
+// The five primitives every schedule is written in (DESIGN.md, "Collectives as
+// schedules of primitives"), over one receive pipe (from the left) and one send pipe
+// (to the right):
+//
+//   send(src)                      -> right
+//   recvReduceSend(src)            left + src -> right
+//   recvReduceCopySend(src, dst)   left + src -> dst and -> right   (the chunk is final)
+//   recvCopySend(dst)              left -> dst and -> right
+//   recv(dst)                      left -> dst
+//
+// Each call moves one slice of at most sliceElems() elements: one slot. The reduce
+// writes straight into the next send slot in one pass; slices that are only moved use
+// the pipes' direct forms (tcp sends from and receives into the user's buffer), so a
+// hop costs no copy the transport can avoid. Every received slice must
+// carry this call's Tag and the expected length; anything else is a kMismatch error
+// naming both ranks and both calls, raised before a byte of it is written anywhere.
+// Every pipe operation tells the StallInspector (if any) which peer it involves and
+// every slice moved, for stall reports and error messages.
+//
+// Threads: one Primitives object is used by the thread running the collective.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+
+#include "collectives/collective.h"
+#include "transport/pipe.h"
+
+namespace gyre {
+
+class StallInspector;
+
+struct PrimitiveContext {
+  RecvPipe* left = nullptr;
+  SendPipe* right = nullptr;
+  std::chrono::milliseconds timeout{0};
+  std::chrono::microseconds spin{0};
+  const std::atomic<bool>* aborted = nullptr;
+  int rank = -1;                        // this rank, for mismatch messages
+  StallInspector* inspector = nullptr;  // optional
+};
+
+// Every pipe of a communicator by peer rank, for schedules that talk to more than the
+// ring's two neighbours.
+struct PeerPipes {
+  std::map<int, SendPipe*> send;
+  std::map<int, RecvPipe*> recv;
+};
+
+// `base` with its pipes replaced: receive from `recvFrom`, send to `sendTo` (-1: none).
+// Throws kInternal when the communicator has no pipe to that peer.
+PrimitiveContext linked(const PrimitiveContext& base, const PeerPipes& pipes, int recvFrom,
+                        int sendTo);
+
+class Primitives {
+ public:
+  // avgDivisor: for ReduceOp::kAvg, the final reduction step divides by it.
+  Primitives(const PrimitiveContext& ctx, const CollectiveCall& call, uint32_t avgDivisor);
+
+  size_t sliceElems() const { return sliceElems_; }
+
+  void send(const void* src, size_t n);
+  void recvReduceSend(const void* src, size_t n);
+  void recvReduceCopySend(const void* src, void* dst, size_t n);
+  void recvCopySend(void* dst, size_t n);
+  void recv(void* dst, size_t n);
+  // left op src -> dst, no send (recursive doubling's exchange). The lower rank's
+  // operand goes first so both partners compute the same bits; finalStep applies
+  // avg's division.
+  void recvReduce(const void* src, void* dst, size_t n, bool receivedIsLower, bool finalStep);
+
+  // Waits until every posted slice has left this rank.
+  void flush();
+
+ private:
+  WaitContext waitContext() const;
+  Slice receive(size_t n);
+  void receiveInto(void* dst, size_t n);
+  void released(size_t n);  // releases the slice from receive(), counting its bytes
+  [[noreturn]] void throwMismatch(const Slice& got, size_t n) const;
+  std::byte* acquire();
+  void post(size_t n);
+  void postDirect(const void* src, size_t n);
+
+  PrimitiveContext ctx_;
+  CollectiveCall call_;
+  Tag tag_;
+  size_t elemBytes_;
+  size_t sliceElems_;
+  uint32_t avgDivisor_;
+};
+
+}  // namespace gyre

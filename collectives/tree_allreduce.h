@@ -1,0 +1,25 @@
+// Tree all-reduce over the double binary tree (collectives/double_tree.h): the buffer is cut
+// in two halves, one per tree (tree 0 takes the first, ceil(count / 2) elements); in
+// each, slices are reduced up (children's slices plus this rank's -> parent) and the
+// root's results are broadcast down (parent -> this rank's output and the children),
+// pipelined by slices. The latency is ~2 log2(n) hops instead of the ring's 2(n-1), at
+// the price of about twice the ring's bytes on the busiest rank: the choice between
+// them is collectives/algorithm_choice.h's.
+//
+// Every reduction combines its operands in an order fixed by the tree (children[0],
+// this rank, children[1]), and the final value is computed once (at the root, where
+// avg divides by the rank count) and copied down, so all ranks end bitwise identical.
+// Every tree edge carries at least one slice per call, count 0 included, so mismatched
+// calls fail with kMismatch. Needs at least 2 slots per pipe (Options::slots >= 2).
+// No heap allocation per call; no copy beyond the reductions and the transports' own.
+#pragma once
+
+#include "collectives/primitives.h"
+
+namespace gyre {
+
+// call.count elements; sendbuf may equal recvbuf. Needs pipes to doubleTreePeers().
+void treeAllReduce(const PrimitiveContext& base, const PeerPipes& pipes, int rank, int size,
+                   const CollectiveCall& call, const void* sendbuf, void* recvbuf);
+
+}  // namespace gyre

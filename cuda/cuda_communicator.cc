@@ -1,0 +1,395 @@
+// CudaCommunicator: the enqueue path (caller's thread) and the staging worker.
+//
+// Per collective, on the worker's copy stream (one stream: the copies are never the
+// bottleneck, the host ring is, and one stream orders slot reuse for free):
+//   wait(ready event) D2H(0) .. D2H(S-1) | H2D(0) D2H(S) | H2D(1) D2H(S+1) | ... | write flag
+// where S = stagingSlots and each "|" is the worker having reduced the next slice on
+// the host (after waiting for its D2H event). Slice k uses slot k % S; D2H(k+S) comes
+// after H2D(k) on the stream, so a slot is refilled only after its result left it.
+#include "cuda/cuda_communicator.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <limits>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "cuda_kernels/device_reduce.h"
+#include "ring/communicator.h"
+#include "cuda/stream_release.h"
+#include "store/tcp_store.h"
+
+namespace gyre {
+namespace {
+
+std::string callText(size_t count, DataType dtype, ReduceOp op, uint32_t seq) {
+  return fmt::format("device allreduce #{} ({} {}, count {})", seq, dtypeName(dtype), opName(op),
+                     count);
+}
+
+struct DeviceCall {
+  const char* send = nullptr;
+  char* recv = nullptr;
+  size_t count = 0;
+  DataType dtype = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  uint32_t seq = 0;
+  size_t ring = 0;  // index into the ready events
+};
+
+}  // namespace
+
+class CudaCommunicator::Impl {
+ public:
+  Impl(std::unique_ptr<Communicator> host, const CudaOptions& options)
+      : host_(std::move(host)), options_(options), rank_(host_->rank()), size_(host_->size()) {
+    if (options_.stagingSlots < 2 || options_.maxPending < 1 || options_.sliceBytes < 16 ||
+        options_.minSliceBytes > options_.sliceBytes) {
+      fail(ErrorCode::kInvalidArgument,
+           "rank {}: CudaOptions: need stagingSlots >= 2, maxPending >= 1, 16 <= minSliceBytes "
+           "<= sliceBytes",
+           rank_);
+    }
+    try {
+      setUp();
+    } catch (...) {
+      destroyResources();
+      throw;
+    }
+    worker_ = std::thread([this] { workerMain(); });
+    log(LogLevel::kInfo, rank_, "cuda communicator on device {}: {} x {} bytes of staging, {}",
+        device_, slots_.size(), options_.sliceBytes,
+        usesMemOps() ? "stream memory operations" : "host-function release");
+  }
+
+  ~Impl() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    workCv_.notify_all();
+    if (worker_.joinable()) worker_.join();
+    destroyResources();
+  }
+
+  bool usesMemOps() const { return release_->usesMemOps(); }
+
+  void setUp() {
+    device_ = options_.device;
+    if (device_ < 0) check(cudaGetDevice(&device_), "cudaGetDevice");
+    check(cudaSetDevice(device_), "cudaSetDevice");
+    check(cudaStreamCreateWithFlags(&copyStream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    const unsigned eventFlags = cudaEventDisableTiming | cudaEventBlockingSync;
+    slots_.resize(options_.stagingSlots);
+    for (Slot& slot : slots_) {
+      check(cudaHostAlloc(&slot.host, options_.sliceBytes, cudaHostAllocDefault), "cudaHostAlloc");
+      check(cudaEventCreateWithFlags(&slot.landed, eventFlags), "cudaEventCreate");
+    }
+    ready_.resize(options_.maxPending);
+    ring_.resize(options_.maxPending);
+    for (cudaEvent_t& e : ready_) check(cudaEventCreateWithFlags(&e, eventFlags), "cudaEventCreate");
+    release_ = std::make_unique<StreamRelease>(copyStream_, options_.streamMemOps, rank_);
+  }
+
+  // Errors are ignored here: nothing can be done about them while tearing down.
+  void destroyResources() noexcept {
+    // A stream may still be about to evaluate its wait on the release flag: let the
+    // device drain before the flag goes.
+    if (copyStream_ != nullptr) cudaStreamSynchronize(copyStream_);
+    cudaDeviceSynchronize();
+    release_.reset();
+    for (Slot& slot : slots_) {
+      if (slot.host != nullptr) cudaFreeHost(slot.host);
+      if (slot.landed != nullptr) cudaEventDestroy(slot.landed);
+    }
+    for (cudaEvent_t e : ready_) {
+      if (e != nullptr) cudaEventDestroy(e);
+    }
+    if (copyStream_ != nullptr) cudaStreamDestroy(copyStream_);
+    cudaGetLastError();
+  }
+
+  // ---- The caller's side ------------------------------------------------------------------
+
+  void allReduce(const void* sendbuf, void* recvbuf, size_t count, DataType dtype, ReduceOp op,
+                 cudaStream_t stream) {
+    const uint32_t seq = enqueued_ + 1;
+    validate(sendbuf, recvbuf, count, dtype, op, seq);
+    throwIfFailed(callText(count, dtype, op, seq));
+    if (count == 0) return;
+    checkPointer(sendbuf, "sendbuf", count, dtype, op, seq);
+    checkPointer(recvbuf, "recvbuf", count, dtype, op, seq);
+    if (size_ == 1) {
+      // As the host's single-rank path: avg scales by 1/1 (which quiets NaN), else a copy.
+      deviceScaleCopy(recvbuf, nullptr, sendbuf, count, dtype, op == ReduceOp::kAvg ? 1 : 0,
+                      stream);
+      return;
+    }
+    size_t index;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      // Rare: more than maxPending collectives ahead of the worker.
+      spaceCv_.wait(lock, [&] { return tail_ - head_ < ring_.size(); });
+      index = tail_ % ring_.size();
+    }
+    const std::string what = callText(count, dtype, op, seq);
+    checkCall(cudaEventRecord(ready_[index], stream), "cudaEventRecord", what);
+    const char* call = "";
+    if (const int err = release_->holdUntil(stream, seq, &call); err != 0) {
+      fail(ErrorCode::kSystemError, "rank {}: {}: {} failed with error {}", rank_, what, call,
+           err);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ring_[index] = DeviceCall{static_cast<const char*>(sendbuf), static_cast<char*>(recvbuf), count,
+                          dtype, op, seq, index};
+      ++tail_;
+      enqueued_ = seq;
+    }
+    workCv_.notify_one();
+  }
+
+  void synchronize() {
+    release_->waitReleased(enqueued_);
+    check(cudaStreamSynchronize(copyStream_), "cudaStreamSynchronize");
+    throwIfFailed("synchronize");
+  }
+
+  void abort() {
+    failed_.store(true);
+    host_->abort();
+  }
+
+  // ---- The worker -------------------------------------------------------------------------
+
+  void workerMain() {
+    const cudaError_t err = cudaSetDevice(device_);
+    for (;;) {
+      DeviceCall work;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        workCv_.wait(lock, [&] { return head_ != tail_ || stop_; });
+        if (head_ == tail_) return;  // stopped, and nothing left
+        work = ring_[head_ % ring_.size()];
+      }
+      bool freed = false;
+      try {
+        if (err != cudaSuccess) checkCall(err, "cudaSetDevice", "the worker thread");
+        if (failed_.load()) {
+          fail(ErrorCode::kAborted, "the communicator was aborted{}",
+               firstErrorText().empty() ? "" : " after: " + firstErrorText());
+        }
+        checkCall(cudaStreamWaitEvent(copyStream_, ready_[work.ring], 0), "cudaStreamWaitEvent",
+                  callText(work.count, work.dtype, work.op, work.seq));
+        freeRingEntry();  // the event is captured: its entry may be recorded again
+        freed = true;
+        runSlices(work);
+      } catch (const std::exception& e) {
+        recordError(e, work);
+      }
+      if (!freed) freeRingEntry();
+      release_->release(work.seq);
+    }
+  }
+
+  void runSlices(const DeviceCall& w) {
+    const size_t esize = dtypeSize(w.dtype);
+    const size_t bytes = w.count * esize;
+    size_t slice = std::max(options_.minSliceBytes, (bytes + slots_.size() - 1) / slots_.size());
+    slice = std::max<size_t>(1, std::min(slice, options_.sliceBytes) / esize);  // elements
+    const size_t nslices = (w.count + slice - 1) / slice;
+    const size_t nslots = slots_.size();
+    const std::string what = callText(w.count, w.dtype, w.op, w.seq);
+    auto range = [&](size_t k) {
+      return std::pair<size_t, size_t>(k * slice, std::min(slice, w.count - k * slice));
+    };
+    auto copyIn = [&](size_t k) {
+      const auto [first, n] = range(k);
+      Slot& slot = slots_[k % nslots];
+      checkCall(cudaMemcpyAsync(slot.host, w.send + first * esize, n * esize,
+                                cudaMemcpyDeviceToHost, copyStream_),
+                "cudaMemcpyAsync (device to host)", what);
+      checkCall(cudaEventRecord(slot.landed, copyStream_), "cudaEventRecord", what);
+    };
+    for (size_t k = 0; k < std::min(nslices, nslots); ++k) copyIn(k);
+    for (size_t k = 0; k < nslices; ++k) {
+      const auto [first, n] = range(k);
+      Slot& slot = slots_[k % nslots];
+      cudaError_t err = cudaEventQuery(slot.landed);
+      if (err == cudaErrorNotReady) err = cudaEventSynchronize(slot.landed);
+      checkCall(err, "cudaEventSynchronize (slice landed)", what);
+      host_->allReduce(slot.host, slot.host, n, w.dtype, w.op);
+      checkCall(cudaMemcpyAsync(w.recv + first * esize, slot.host, n * esize,
+                                cudaMemcpyHostToDevice, copyStream_),
+                "cudaMemcpyAsync (host to device)", what);
+      if (k + nslots < nslices) copyIn(k + nslots);
+    }
+  }
+
+ private:
+  struct Slot {
+    void* host = nullptr;           // pinned, sliceBytes
+    cudaEvent_t landed = nullptr;   // its device-to-host copy is complete
+  };
+  void validate(const void* sendbuf, const void* recvbuf, size_t count, DataType dtype,
+                ReduceOp op, uint32_t seq) const {
+    if (!isValid(dtype) || !isValid(op)) {
+      fail(ErrorCode::kInvalidArgument, "rank {}: device allreduce #{}: invalid dtype {} or op {}",
+           rank_, seq, static_cast<int>(dtype), static_cast<int>(op));
+    }
+    if (count > 0 && (sendbuf == nullptr || recvbuf == nullptr)) {
+      fail(ErrorCode::kInvalidArgument, "rank {}: {}: null {}", rank_,
+           callText(count, dtype, op, seq), sendbuf == nullptr ? "sendbuf" : "recvbuf");
+    }
+    if (count > (std::numeric_limits<size_t>::max() / 2) / dtypeSize(dtype)) {
+      fail(ErrorCode::kInvalidArgument, "rank {}: {}: count is too large", rank_,
+           callText(count, dtype, op, seq));
+    }
+  }
+
+  // A host pointer that CUDA does not know would make the copies fail later, on the
+  // worker; say so now, in the caller's thread.
+  void checkPointer(const void* p, const char* name, size_t count, DataType dtype, ReduceOp op,
+                    uint32_t seq) const {
+    cudaPointerAttributes attr{};
+    const cudaError_t err = cudaPointerGetAttributes(&attr, p);
+    if (err != cudaSuccess) cudaGetLastError();
+    if (err != cudaSuccess || attr.type == cudaMemoryTypeUnregistered) {
+      fail(ErrorCode::kInvalidArgument, "rank {}: {}: {} {} is not memory CUDA knows (a plain host "
+           "pointer? use Communicator for host buffers)", rank_, callText(count, dtype, op, seq),
+           name, p);
+    }
+    if (attr.type == cudaMemoryTypeDevice && attr.device != device_) {
+      fail(ErrorCode::kInvalidArgument, "rank {}: {}: {} is on device {}, the communicator's is {}",
+           rank_, callText(count, dtype, op, seq), name, attr.device, device_);
+    }
+  }
+
+  void check(cudaError_t err, const char* call) const { checkCall(err, call, "setup"); }
+
+  void checkCall(cudaError_t err, const char* call, const std::string& what) const {
+    if (err == cudaSuccess) return;
+    cudaGetLastError();
+    fail(ErrorCode::kSystemError, "rank {}: {}: {} failed: {} ({})", rank_, what, call,
+         cudaGetErrorString(err), cudaGetErrorName(err));
+  }
+
+  void recordError(const std::exception& e, const DeviceCall& w) {
+    const auto* error = dynamic_cast<const Error*>(&e);
+    // Name the device collective; the host error below it names the slice's ring call.
+    std::string inner = e.what();
+    const std::string self = fmt::format("rank {}: ", rank_);
+    if (inner.rfind(self, 0) == 0) inner.erase(0, self.size());
+    const std::string message = fmt::format("rank {}: {} failed: {}", rank_,
+                                            callText(w.count, w.dtype, w.op, w.seq), inner);
+    log(LogLevel::kError, rank_, "{}", message);
+    failed_.store(true);
+    host_->abort();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (firstError_.empty()) {
+      firstError_ = message;
+      firstCode_ = error != nullptr ? error->code() : ErrorCode::kInternal;
+    }
+  }
+
+  std::string firstErrorText() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return firstError_;
+  }
+
+  void throwIfFailed(const std::string& what) {
+    if (!failed_.load()) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (firstError_.empty()) {
+      fail(ErrorCode::kAborted, "rank {}: {}: the communicator was aborted", rank_, what);
+    }
+    fail(firstCode_, "rank {}: {}: the communicator failed earlier: {}", rank_, what, firstError_);
+  }
+
+  void freeRingEntry() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++head_;
+    }
+    spaceCv_.notify_one();
+  }
+
+ public:
+  const std::unique_ptr<Communicator> host_;  // the worker's alone after construction
+  const CudaOptions options_;
+  const int rank_;
+  const int size_;
+  int device_ = -1;
+
+ private:
+  cudaStream_t copyStream_ = nullptr;
+  std::vector<Slot> slots_;
+  std::vector<cudaEvent_t> ready_;  // per ring entry: the caller's stream reached the call
+  std::unique_ptr<StreamRelease> release_;
+
+  std::mutex mu_;  // guards what follows, and firstError_
+  std::condition_variable workCv_, spaceCv_;
+  std::vector<DeviceCall> ring_;
+  size_t head_ = 0, tail_ = 0;  // ring_[head_..tail_) waits for the worker
+  uint32_t enqueued_ = 0;       // caller's thread writes it under mu_
+  bool stop_ = false;
+  std::atomic<bool> failed_{false};
+  std::string firstError_;
+  ErrorCode firstCode_ = ErrorCode::kInternal;
+  std::thread worker_;
+};
+
+std::unique_ptr<CudaCommunicator> CudaCommunicator::create(std::unique_ptr<Communicator> host,
+                                                           const CudaOptions& cuda) {
+  if (!host) fail(ErrorCode::kInvalidArgument, "CudaCommunicator::create: null communicator");
+  return std::unique_ptr<CudaCommunicator>(
+      new CudaCommunicator(std::make_unique<Impl>(std::move(host), cuda)));
+}
+
+std::unique_ptr<CudaCommunicator> CudaCommunicator::create(std::shared_ptr<Store> store, int rank,
+                                                           int size, const Options& options,
+                                                           const CudaOptions& cuda) {
+  return create(Communicator::create(std::move(store), rank, size, options), cuda);
+}
+
+std::unique_ptr<CudaCommunicator> CudaCommunicator::createBeside(Communicator& bootstrap,
+                                                                 const CudaOptions& cuda) {
+  const char* env = std::getenv("MASTER_ADDR");
+  const std::string host = env != nullptr && *env != '\0' ? env : "127.0.0.1";
+  const auto timeout = bootstrap.options().timeout;
+  std::shared_ptr<TcpStore> store;
+  uint32_t port = 0;
+  if (bootstrap.rank() == 0) {
+    store = TcpStore::serve(host, 0, timeout);
+    port = store->port();
+  }
+  bootstrap.allReduce(&port, &port, 1, DataType::kUint32, ReduceOp::kMax);
+  if (bootstrap.rank() != 0) store = TcpStore::connect(host, static_cast<uint16_t>(port), timeout);
+  return create(store, bootstrap.rank(), bootstrap.size(), bootstrap.options(), cuda);
+}
+
+CudaCommunicator::CudaCommunicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CudaCommunicator::~CudaCommunicator() = default;
+
+int CudaCommunicator::rank() const { return impl_->rank_; }
+int CudaCommunicator::size() const { return impl_->size_; }
+int CudaCommunicator::device() const { return impl_->device_; }
+bool CudaCommunicator::usesStreamMemOps() const { return impl_->usesMemOps(); }
+
+void CudaCommunicator::allReduce(const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
+                                 ReduceOp op, CUstream_st* stream) {
+  impl_->allReduce(sendbuf, recvbuf, count, dtype, op, stream);
+}
+
+void CudaCommunicator::synchronize() { impl_->synchronize(); }
+void CudaCommunicator::abort() { impl_->abort(); }
+
+}  // namespace gyre

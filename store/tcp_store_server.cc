@@ -1,0 +1,401 @@
+#include "store/tcp_store_server.h"
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "store/store_protocol.h"
+
+namespace gyre {
+namespace {
+
+constexpr int kNoRank = -1;  // the store runs before ranks are known
+
+// Per poll round and client: bounds the time one client sending a large value keeps
+// the others waiting, and how far its input runs ahead of the parser.
+constexpr size_t kReadChunkBytes = 64 * 1024;
+constexpr size_t kReadBudgetBytes = 1024 * 1024;
+// After running out of file descriptors the listener stays readable; pausing it
+// keeps the loop from spinning while clients already connected are served.
+constexpr std::chrono::milliseconds kAcceptPause{100};
+
+std::string describeDuration(std::chrono::milliseconds d) {
+  if (d.count() >= 1000 && d.count() % 1000 == 0) return fmt::format("{} s", d.count() / 1000);
+  return fmt::format("{} ms", d.count());
+}
+
+std::optional<int64_t> parseDecimal(const std::vector<uint8_t>& text) {
+  const char* begin = reinterpret_cast<const char*>(text.data());
+  const char* end = begin + text.size();
+  int64_t v = 0;
+  auto [ptr, ec] = std::from_chars(begin, end, v);
+  if (text.empty() || ec != std::errc() || ptr != end) return std::nullopt;
+  return v;
+}
+
+std::vector<uint8_t> toBytes(const std::string& s) { return {s.begin(), s.end()}; }
+
+// Designated initializers would read better, but g++ 12 -Wextra flags every omitted
+// member of them.
+StoreReply makeReply(StoreReplyType type) {
+  StoreReply r;
+  r.type = type;
+  return r;
+}
+
+StoreReply errorReply(std::string message) {
+  StoreReply r = makeReply(StoreReplyType::kError);
+  r.message = std::move(message);
+  return r;
+}
+}  // namespace
+
+// The store's server: one thread polling the listener, the clients and a stop
+// eventfd. Sockets are non-blocking with an input and an output buffer per client;
+// a get or wait whose keys are missing parks the client in waiters_ until a set or
+// add of the key replies to it. A client that breaks the protocol is closed with a
+// warning; the others are not affected. All state below stop_ belongs to the thread.
+class TcpStoreServer::Loop {
+ public:
+  explicit Loop(Fd listening) : listen_(std::move(listening)) {
+    int acceptsConnections = 0;
+    socklen_t len = sizeof(acceptsConnections);
+    if (::getsockopt(listen_.get(), SOL_SOCKET, SO_ACCEPTCONN, &acceptsConnections, &len) != 0 ||
+        !acceptsConnections) {
+      fail(ErrorCode::kInvalidArgument, "the store needs a listening socket; fd {} is not one",
+           listen_.get());
+    }
+    setNonBlocking(listen_.get(), true);
+    stop_ = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!stop_) failSystem(errno, "eventfd");
+    name_ = SocketAddress::ofSocket(listen_.get()).toString();
+    thread_ = std::thread([this] { run(); });
+  }
+
+  ~Loop() {
+    uint64_t one = 1;
+    ssize_t ignored = ::write(stop_.get(), &one, sizeof(one));
+    (void)ignored;  // an eventfd write only fails when the counter would overflow
+    thread_.join();
+  }
+
+  const std::string& name() const { return name_; }
+
+ private:
+  struct Client {
+    Fd fd;
+    std::string peer;  // "host:port", for log lines
+    bool greeted = false;
+    bool closeWhenFlushed = false;  // its hello was refused; tell it why, then close
+    std::vector<uint8_t> in;
+    std::vector<uint8_t> out;
+    size_t outSent = 0;
+    std::optional<StoreRequest> held;  // a get or wait waiting for its keys
+    std::string heldOn;                // the key it is registered under in waiters_
+  };
+
+  void run() {
+    try {
+      loop();
+    } catch (const std::exception& e) {
+      // Only a failing poll() or allocation gets here. Closing every connection
+      // (below) makes the clients fail now rather than at their timeouts.
+      log(LogLevel::kError, kNoRank, "bootstrap store at {} stopped: {}", name_, e.what());
+    }
+    clients_.clear();
+  }
+
+  void loop() {
+    std::vector<pollfd> fds;
+    std::vector<uint64_t> ids;
+    for (;;) {
+      fds.clear();
+      ids.clear();
+      bool accepting = Clock::now() >= acceptPausedUntil_;
+      fds.push_back({stop_.get(), POLLIN, 0});
+      fds.push_back({listen_.get(), static_cast<short>(accepting ? POLLIN : 0), 0});
+      for (auto& [id, c] : clients_) {
+        short events = POLLIN;
+        if (c.outSent < c.out.size()) events |= POLLOUT;
+        fds.push_back({c.fd.get(), events, 0});
+        ids.push_back(id);
+      }
+      int rc =
+          ::poll(fds.data(), fds.size(), accepting ? -1 : static_cast<int>(kAcceptPause.count()));
+      if (rc < 0) {
+        if (errno == EINTR) continue;
+        failSystem(errno, "poll");
+      }
+      if (fds[0].revents != 0) return;
+      if (fds[1].revents & POLLIN) acceptAll();
+      for (size_t i = 0; i < ids.size(); ++i) {
+        short revents = fds[i + 2].revents;
+        if (revents == 0 || clients_.count(ids[i]) == 0) continue;
+        if ((revents & (POLLIN | POLLHUP | POLLERR)) && !receive(ids[i])) continue;
+        pump(ids[i]);
+      }
+      // Clients whose held get/wait a set just answered.
+      while (!ready_.empty()) {
+        uint64_t id = ready_.back();
+        ready_.pop_back();
+        if (clients_.count(id) != 0) pump(id);
+      }
+    }
+  }
+
+  void acceptAll() {
+    for (;;) {
+      sockaddr_storage addr{};
+      socklen_t len = sizeof(addr);
+      int fd = ::accept4(listen_.get(), reinterpret_cast<sockaddr*>(&addr), &len,
+                         SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+        if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO) continue;
+        log(LogLevel::kWarn, kNoRank, "bootstrap store at {}: accept failed ({}); retrying in {}",
+            name_, std::strerror(errno), describeDuration(kAcceptPause));
+        acceptPausedUntil_ = Clock::now() + kAcceptPause;
+        return;
+      }
+      Client c;
+      c.fd = Fd(fd);
+      SocketAddress peer;
+      std::memcpy(&peer.storage, &addr, len);
+      peer.length = len;
+      c.peer = peer.toString();
+      try {
+        setNoDelay(fd);
+      } catch (const Error& e) {
+        log(LogLevel::kWarn, kNoRank, "bootstrap store: client {}: {}", c.peer, e.what());
+      }
+      clients_.emplace(nextId_++, std::move(c));
+    }
+  }
+
+  // Reads what has arrived; false when the client was closed.
+  bool receive(uint64_t id) {
+    Client& c = clients_.at(id);
+    for (size_t budget = kReadBudgetBytes; budget > 0;) {
+      size_t old = c.in.size();
+      size_t chunk = std::min(kReadChunkBytes, budget);
+      c.in.resize(old + chunk);
+      ssize_t r = ::recv(c.fd.get(), c.in.data() + old, chunk, MSG_DONTWAIT);
+      c.in.resize(old + static_cast<size_t>(std::max<ssize_t>(r, 0)));
+      if (r > 0) {
+        budget -= static_cast<size_t>(r);
+        continue;
+      }
+      if (r == 0) return close(id, LogLevel::kInfo, "closed the connection");
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      // A reset is how a client that leaves with a reply unread says goodbye.
+      LogLevel level = errno == ECONNRESET ? LogLevel::kInfo : LogLevel::kWarn;
+      return close(id, level, fmt::format("receive failed: {}", std::strerror(errno)));
+    }
+    return true;
+  }
+
+  // Sends buffered output; false when the client was closed.
+  bool flush(uint64_t id) {
+    Client& c = clients_.at(id);
+    while (c.outSent < c.out.size()) {
+      ssize_t w = ::send(c.fd.get(), c.out.data() + c.outSent, c.out.size() - c.outSent,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (w > 0) {
+        c.outSent += static_cast<size_t>(w);
+      } else if (w < 0 && errno == EINTR) {
+        continue;
+      } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        return true;
+      } else {
+        return close(id, LogLevel::kInfo, fmt::format("send failed: {}", std::strerror(errno)));
+      }
+    }
+    c.out.clear();
+    c.outSent = 0;
+    return true;
+  }
+
+  // Flushes, then handles the complete requests buffered from one client, in order.
+  // A client gets no new request handled while a reply to it is unsent or a request
+  // of it is held: replies stay in request order and its output stays bounded.
+  void pump(uint64_t id) {
+    for (;;) {
+      if (!flush(id)) return;
+      Client& c = clients_.at(id);
+      if (c.outSent < c.out.size()) break;
+      if (c.closeWhenFlushed) {
+        close(id, LogLevel::kInfo, "hello refused and answered");
+        return;
+      }
+      if (c.held) break;
+      size_t consumed = 0;
+      std::string error;
+      if (!c.greeted) {
+        std::optional<uint32_t> version = parseStoreHello(c.in, &consumed, &error);
+        if (!error.empty()) return (void)close(id, LogLevel::kWarn, "bad hello: " + error);
+        if (!version) break;
+        c.in.erase(c.in.begin(), c.in.begin() + static_cast<ptrdiff_t>(consumed));
+        c.out = encodeStoreHello();  // ours, so that the client can report a mismatch too
+        c.greeted = true;
+        if (*version != kStoreProtocolVersion) {
+          log(LogLevel::kWarn, kNoRank,
+              "bootstrap store at {}: refusing client {}: it speaks protocol version {}, this "
+              "store {} (mixed gyre builds?)",
+              name_, c.peer, *version, kStoreProtocolVersion);
+          c.closeWhenFlushed = true;
+        }
+        continue;
+      }
+      std::optional<StoreRequest> request = parseStoreRequest(c.in, &consumed, &error);
+      if (!error.empty()) return (void)close(id, LogLevel::kWarn, "malformed request: " + error);
+      if (!request) break;
+      c.in.erase(c.in.begin(), c.in.begin() + static_cast<ptrdiff_t>(consumed));
+      handle(id, std::move(*request));
+    }
+    // Only a client that sends ahead of its replies gets here with a full message
+    // buffered; a real client waits for each reply.
+    Client& c = clients_.at(id);
+    if (c.in.size() >= kStoreMaxMessageBytes) {
+      close(id, LogLevel::kWarn, fmt::format("sent {} bytes ahead of its replies", c.in.size()));
+    }
+  }
+
+  void handle(uint64_t id, StoreRequest&& request) {
+    Client& c = clients_.at(id);
+    switch (request.command) {
+      case StoreCommand::kSet: {
+        const std::string& key = request.keys.front();  // the parser checked there is one
+        data_[key] = std::move(request.value);
+        reply(c, makeReply(StoreReplyType::kOk));
+        wake(key);
+        return;
+      }
+      case StoreCommand::kAdd: {
+        const std::string& key = request.keys.front();
+        int64_t sum = request.delta;
+        auto it = data_.find(key);
+        if (it != data_.end()) {
+          std::optional<int64_t> old = parseDecimal(it->second);
+          if (!old) {
+            reply(c, errorReply(fmt::format(
+                         "key '{}' holds {} bytes that are not a decimal integer, so it cannot "
+                         "be added to",
+                         key, it->second.size())));
+            return;
+          }
+          if (__builtin_add_overflow(*old, request.delta, &sum)) {
+            reply(c, errorReply(fmt::format("adding {} to key '{}' (= {}) overflows int64",
+                                            request.delta, key, *old)));
+            return;
+          }
+        }
+        data_[key] = toBytes(std::to_string(sum));
+        StoreReply r = makeReply(StoreReplyType::kInteger);
+        r.integer = sum;
+        reply(c, r);
+        wake(key);
+        return;
+      }
+      case StoreCommand::kCheck: {
+        bool all = true;
+        for (const std::string& k : request.keys) all = all && data_.count(k) != 0;
+        StoreReply r = makeReply(StoreReplyType::kBool);
+        r.flag = all;
+        reply(c, r);
+        return;
+      }
+      case StoreCommand::kGet:
+      case StoreCommand::kWait:
+        c.held = std::move(request);
+        answerOrPark(id, c);
+        return;
+    }
+  }
+
+  // Answers the held get/wait of `c` if its keys are all set; otherwise registers it
+  // under the first missing key (one registration per client: a wait for n keys is
+  // re-registered as they arrive, not n times up front).
+  bool answerOrPark(uint64_t id, Client& c) {
+    for (const std::string& key : c.held->keys) {
+      if (data_.count(key) == 0) {
+        waiters_[key].push_back(id);
+        c.heldOn = key;
+        return false;
+      }
+    }
+    if (c.held->command == StoreCommand::kGet) {
+      StoreReply r = makeReply(StoreReplyType::kValue);
+      r.value = data_.at(c.held->keys[0]);
+      reply(c, r);
+    } else {
+      reply(c, makeReply(StoreReplyType::kOk));
+    }
+    c.held.reset();
+    c.heldOn.clear();
+    return true;
+  }
+
+  void wake(const std::string& key) {
+    auto it = waiters_.find(key);
+    if (it == waiters_.end()) return;
+    std::vector<uint64_t> ids = std::move(it->second);
+    waiters_.erase(it);
+    for (uint64_t id : ids) {
+      auto c = clients_.find(id);
+      if (c != clients_.end() && c->second.held && answerOrPark(id, c->second)) {
+        ready_.push_back(id);  // flushed by the loop, not here: the caller is mid-pump
+      }
+    }
+  }
+
+  static void reply(Client& c, const StoreReply& r) {
+    std::vector<uint8_t> bytes = encodeStoreReply(r);
+    c.out.insert(c.out.end(), bytes.begin(), bytes.end());
+  }
+
+  // Always false, so that callers can `return close(...)`.
+  bool close(uint64_t id, LogLevel level, const std::string& why) {
+    Client& c = clients_.at(id);
+    log(level, kNoRank, "bootstrap store at {}: closing client {}: {}", name_, c.peer, why);
+    if (!c.heldOn.empty()) {
+      auto it = waiters_.find(c.heldOn);
+      if (it != waiters_.end()) {
+        std::erase(it->second, id);
+        if (it->second.empty()) waiters_.erase(it);
+      }
+    }
+    clients_.erase(id);
+    return false;
+  }
+
+  Fd listen_;
+  Fd stop_;
+  std::string name_;
+  std::thread thread_;
+
+  std::map<uint64_t, Client> clients_;  // node-based: references survive other erases
+  uint64_t nextId_ = 1;
+  std::unordered_map<std::string, std::vector<uint8_t>> data_;
+  std::unordered_map<std::string, std::vector<uint64_t>> waiters_;
+  std::vector<uint64_t> ready_;
+  Clock::time_point acceptPausedUntil_{};
+};
+
+TcpStoreServer::TcpStoreServer(Fd listening) : loop_(std::make_unique<Loop>(std::move(listening))) {}
+TcpStoreServer::~TcpStoreServer() = default;
+const std::string& TcpStoreServer::name() const { return loop_->name(); }
+
+}  // namespace gyre
