@@ -38,7 +38,7 @@ TARGETS="cuda_reduce_test cuda_allreduce_test cuda_reduce_bench cuda_allreduce_b
 CMAKE_FLAGS=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DGYRE_WITH_VERBS=OFF)
 
 source_digest() {
-  (cd "$ROOT" && find base ring transport cuda_kernels bench tests tools CMakeLists.txt -type f \
+  (cd "$ROOT" && find base transport store host_kernels collectives ring cuda cuda_kernels capi bench tests tools cmake CMakeLists.txt -type f \
       \( -name '*.cc' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name CMakeLists.txt \) \
       -print0 2>/dev/null | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 }
