@@ -34,12 +34,6 @@ void checkSliceable(const Primitives& prims, const PrimitiveContext& ctx,
   }
 }
 
-bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
-  auto x = reinterpret_cast<uintptr_t>(a);
-  auto y = reinterpret_cast<uintptr_t>(b);
-  return aBytes && bBytes && x < y + bBytes && y < x + aBytes;
-}
-
 }  // namespace
 
 void sendTo(const PrimitiveContext& base, const PeerPipes& pipes, const CollectiveCall& call,

@@ -1,6 +1,5 @@
-// The five primitives every schedule is written in (DESIGN.md, "Collectives as
-// schedules of primitives"), over one receive pipe (from the left) and one send pipe
-// (to the right):
+// The five primitives every schedule is written in (NCCL's, from its device code's
+// prims), over one receive pipe (from the left) and one send pipe (to the right):
 //
 //   send(src)                      -> right
 //   recvReduceSend(src)            left + src -> right

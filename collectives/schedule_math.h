@@ -1,5 +1,5 @@
-// The arithmetic the schedules share: powers of two of a rank count, and the walk over a
-// buffer one slice at a time.
+// The arithmetic the schedules share: powers of two of a rank count, the walk over a
+// buffer one slice at a time, and whether two buffers share a byte.
 //
 // Contract: pure functions, no state; any thread. floorLog2 and lowerPowerOfTwo take
 // n >= 1. forEachSlice takes slice >= 1 (kInternal otherwise: a schedule would loop
@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 
 #include "base/error.h"
 
@@ -36,6 +37,13 @@ void forEachSlice(size_t count, size_t slice, Body&& body) {
     body(offset, std::min(slice, count - offset));
     offset += slice;
   } while (offset < count);
+}
+
+// Whether [a, a + aBytes) and [b, b + bBytes) share a byte (never for an empty one).
+inline bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
+  auto x = reinterpret_cast<uintptr_t>(a);
+  auto y = reinterpret_cast<uintptr_t>(b);
+  return aBytes && bBytes && x < y + bBytes && y < x + aBytes;
 }
 
 }  // namespace gyre

@@ -4,11 +4,13 @@
 #include <limits>
 
 #include "base/error.h"
+#include "collectives/schedule_math.h"
 #include "ring/communicator_impl.h"
 
 // The public operations of a Communicator: each validates its arguments on the issuing
-// thread (kInvalidArgument, nothing sent), builds the CollectiveCall and hands its run to
-// the operation queue, blocking (the form without Async) or not.
+// thread (kInvalidArgument, nothing sent; a collective by the buffer shape of its row in
+// collectives/collective_table.h), builds the CollectiveCall and hands its run to the
+// operation queue, blocking (the form without Async) or not.
 namespace gyre {
 
 namespace {
@@ -22,13 +24,6 @@ CollectiveCall makeCall(CollectiveKind kind, size_t count, DataType dtype,
   call.count = count;
   call.root = root;
   return call;
-}
-
-// Whether [a, a + aBytes) and [b, b + bBytes) share a byte.
-bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
-  auto x = reinterpret_cast<uintptr_t>(a);
-  auto y = reinterpret_cast<uintptr_t>(b);
-  return aBytes && bBytes && x < y + bBytes && y < x + aBytes;
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // The schedules' shared arithmetic: forEachSlice visits every element once, in order, in
 // slices of at most `slice`, and makes exactly one empty pass for count 0 (what keeps a
 // mismatched call of count 0 from being skipped); floorLog2 and lowerPowerOfTwo agree
-// with the definitions for every rank count a test could use.
+// with the definitions for every rank count a test could use; overlaps sees a shared
+// byte and nothing else.
 #include <gtest/gtest.h>
 
 #include <utility>
@@ -62,6 +63,17 @@ TEST(ScheduleMath, PowersOfTwo) {
     EXPECT_TRUE(p <= n && n < 2 * p) << n;
     EXPECT_EQ(p & (p - 1), 0) << n;
   }
+}
+
+TEST(ScheduleMath, OverlapsMeansAtLeastOneSharedByte) {
+  char buf[16];
+  EXPECT_TRUE(overlaps(buf, 8, buf + 7, 1));
+  EXPECT_TRUE(overlaps(buf + 7, 4, buf, 8));
+  EXPECT_TRUE(overlaps(buf, 16, buf + 4, 4));  // one inside the other
+  EXPECT_FALSE(overlaps(buf, 8, buf + 8, 8));  // adjacent
+  EXPECT_FALSE(overlaps(buf + 8, 8, buf, 8));
+  EXPECT_FALSE(overlaps(buf, 0, buf, 8));  // empty
+  EXPECT_FALSE(overlaps(buf, 8, buf + 4, 0));
 }
 
 }  // namespace
