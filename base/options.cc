@@ -86,13 +86,17 @@ Options Options::fromEnvironment() {
   if (const char* v = env("GYRE_SLOTS")) o.slots = parseInteger(v, "GYRE_SLOTS", 2, 64);
   if (const char* v = env("GYRE_TRANSPORT")) {
     std::string s(v);
-    if (s == "auto") o.transport = TransportKind::kAuto;
-    else if (s == "tcp") o.transport = TransportKind::kTcp;
-    else if (s == "shm") o.transport = TransportKind::kShm;
-    else fail(ErrorCode::kInvalidArgument, "GYRE_TRANSPORT='{}': use auto, tcp or shm", s);
+    bool known = false;
+    for (TransportKind k : {TransportKind::kAuto, TransportKind::kTcp, TransportKind::kShm}) {
+      if (s == transportName(k)) {
+        o.transport = k;
+        known = true;
+      }
+    }
+    if (!known) fail(ErrorCode::kInvalidArgument, "GYRE_TRANSPORT='{}': use auto, tcp or shm", s);
   }
   if (const char* v = env("GYRE_ALGO")) {
-    if (!parseAlgoKind(v, o.algo)) {
+    if (!parseAlgo(v, o.algo)) {
       fail(ErrorCode::kInvalidArgument, "GYRE_ALGO='{}': use auto, ring, tree or rd", v);
     }
   }
@@ -114,10 +118,10 @@ Options Options::fromEnvironment() {
   return o;
 }
 
-bool parseAlgoKind(const std::string& text, AlgoKind& algo) {
-  for (AlgoKind k : {AlgoKind::kAuto, AlgoKind::kRing, AlgoKind::kTree,
-                     AlgoKind::kRecursiveDoubling}) {
-    if (text == algoKindName(k)) {
+bool parseAlgo(const std::string& text, AllReduceAlgo& algo) {
+  for (AllReduceAlgo k : {AllReduceAlgo::kAuto, AllReduceAlgo::kRing, AllReduceAlgo::kTree,
+                          AllReduceAlgo::kRecursiveDoubling}) {
+    if (text == algoName(k)) {
       algo = k;
       return true;
     }
@@ -125,12 +129,21 @@ bool parseAlgoKind(const std::string& text, AlgoKind& algo) {
   return false;
 }
 
-const char* algoKindName(AlgoKind algo) {
+const char* algoName(AllReduceAlgo algo) {
   switch (algo) {
-    case AlgoKind::kAuto: return "auto";
-    case AlgoKind::kRing: return "ring";
-    case AlgoKind::kTree: return "tree";
-    case AlgoKind::kRecursiveDoubling: return "rd";
+    case AllReduceAlgo::kAuto: return "auto";
+    case AllReduceAlgo::kRing: return "ring";
+    case AllReduceAlgo::kTree: return "tree";
+    case AllReduceAlgo::kRecursiveDoubling: return "rd";
+  }
+  return "unknown";
+}
+
+const char* transportName(TransportKind kind) {
+  switch (kind) {
+    case TransportKind::kAuto: return "auto";
+    case TransportKind::kTcp: return "tcp";
+    case TransportKind::kShm: return "shm";
   }
   return "unknown";
 }

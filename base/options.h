@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "base/log.h"
@@ -18,7 +19,12 @@ namespace gyre {
 
 enum class TransportKind { kAuto, kTcp, kShm };
 enum class ThreadPriority { kAuto, kRealtime, kNice, kNormal };
-enum class AlgoKind { kAuto, kRing, kTree, kRecursiveDoubling };
+// The all-reduce algorithms, as GYRE_ALGO names them and as the schedules run them. kAuto
+// is only a setting (the cost model of collectives/algorithm_choice.h picks); a chosen
+// algorithm never is. The value travels in every slice's Tag (0 there: no algorithm), so
+// append only.
+enum class AllReduceAlgo : uint8_t { kAuto = 0, kRing = 1, kTree = 2, kRecursiveDoubling = 3 };
+using AlgoKind = AllReduceAlgo;  // the former name of Options::algo's type, for users' code
 
 struct Options {
   LogLevel logLevel = LogLevel::kWarn;                 // GYRE_DEBUG=WARN|INFO|TRACE
@@ -32,7 +38,7 @@ struct Options {
   size_t slotBytes = 128 * 1024;
   size_t slots = 4;                                    // GYRE_SLOTS per pipe
   TransportKind transport = TransportKind::kAuto;      // GYRE_TRANSPORT=auto|tcp|shm
-  AlgoKind algo = AlgoKind::kAuto;                     // GYRE_ALGO=auto|ring|tree|rd
+  AllReduceAlgo algo = AllReduceAlgo::kAuto;           // GYRE_ALGO=auto|ring|tree|rd
   std::string socketIfname;                            // GYRE_SOCKET_IFNAME (NCCL syntax)
   std::string token;                                   // GYRE_TOKEN (else rank 0 makes one)
   std::string hostId;                                  // GYRE_HOST_ID (overrides host identity)
@@ -61,8 +67,11 @@ const Options& globalOptions();
 
 // The GYRE_ALGO spelling of `algo`: "auto", "ring", "tree", "rd"; and back (false for any
 // other text).
-const char* algoKindName(AlgoKind algo);
-bool parseAlgoKind(const std::string& text, AlgoKind& algo);
+const char* algoName(AllReduceAlgo algo);
+bool parseAlgo(const std::string& text, AllReduceAlgo& algo);
+
+// The GYRE_TRANSPORT spelling of `kind`: "auto", "tcp", "shm".
+const char* transportName(TransportKind kind);
 
 // "512K" -> 524288; plain numbers are bytes; K/M/G are powers of 2. Throws
 // kInvalidArgument naming `what` for anything else.

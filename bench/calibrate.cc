@@ -40,8 +40,7 @@ double timeAllReduce(Communicator& comm, std::vector<float>& buffer, size_t byte
 }
 
 struct AlgoRun {
-  AllReduceAlgo algo;
-  AlgoKind force;
+  AllReduceAlgo algo;  // forced on the run's own communicator
   std::vector<size_t> sizes;
   std::vector<double> us;  // per size, the largest over ranks
   bool failed = false;
@@ -56,7 +55,7 @@ void measure(Communicator& comm, const std::shared_ptr<Store>& store, const Opti
   std::vector<double> local(run.sizes.size() + 1, 0.0);
   std::string error;
   {
-    std::unique_ptr<Communicator> algoComm = algoCommunicator(comm, store, options, run.force);
+    std::unique_ptr<Communicator> algoComm = algoCommunicator(comm, store, options, run.algo);
     try {
       for (size_t i = 0; i < run.sizes.size(); ++i) {
         const bool latency = run.sizes[i] == kLatencyBytes;
@@ -95,15 +94,14 @@ std::shared_ptr<Store> algoStore(Communicator& comm, const Options& options) {
 
 std::unique_ptr<Communicator> algoCommunicator(Communicator& comm,
                                                const std::shared_ptr<Store>& store,
-                                               const Options& options, AlgoKind algo) {
+                                               const Options& options, AllReduceAlgo algo) {
   Options forced = options;
   forced.algo = algo;
   return Communicator::create(store, comm.rank(), comm.size(), forced);
 }
 
 std::string resolvedTransport(Communicator& comm, const Options& options) {
-  if (options.transport == TransportKind::kTcp) return "tcp";
-  if (options.transport == TransportKind::kShm) return "shm";
+  if (options.transport != TransportKind::kAuto) return transportName(options.transport);
   char host[256] = "";
   ::gethostname(host, sizeof(host) - 1);
   uint64_t hash = 14695981039346656037ull;  // FNV-1a
@@ -121,11 +119,11 @@ int calibrate(Communicator& comm, const Options& options, int iters, int warmup)
   const std::string transport = resolvedTransport(comm, options);
   std::shared_ptr<Store> store = algoStore(comm, options);
 
-  AlgoRun ring{AllReduceAlgo::kRing, AlgoKind::kRing, {kLatencyBytes}, {}};
+  AlgoRun ring{AllReduceAlgo::kRing, {kLatencyBytes}, {}};
   for (size_t s : kBandwidthBytes) ring.sizes.push_back(s);
-  AlgoRun tree{AllReduceAlgo::kTree, AlgoKind::kTree, {kLatencyBytes}, {}};
+  AlgoRun tree{AllReduceAlgo::kTree, {kLatencyBytes}, {}};
   for (size_t s : kBandwidthBytes) tree.sizes.push_back(s);
-  AlgoRun rd{AllReduceAlgo::kRecursiveDoubling, AlgoKind::kRecursiveDoubling, {kLatencyBytes}, {}};
+  AlgoRun rd{AllReduceAlgo::kRecursiveDoubling, {kLatencyBytes}, {}};
   for (AlgoRun* run : {&ring, &tree, &rd}) {
     measure(comm, store, options, iters, warmup, *run);
   }

@@ -43,7 +43,7 @@ std::shared_ptr<Store> algoStore(Communicator& comm, const Options& options);
 // A communicator of comm's ranks on `store` with `options` but the algorithm `algo`.
 std::unique_ptr<Communicator> algoCommunicator(Communicator& comm,
                                                const std::shared_ptr<Store>& store,
-                                               const Options& options, AlgoKind algo);
+                                               const Options& options, AllReduceAlgo algo);
 
 // The transport the ranks use, "shm" or "tcp": GYRE_TRANSPORT, and for auto bootstrap's
 // rule (shared memory when every rank is on one host), judged here by host name.

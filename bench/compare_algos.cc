@@ -17,7 +17,7 @@ namespace gyre::bench {
 namespace {
 
 constexpr size_t kAlgos = 3;
-constexpr std::array<AlgoKind, kAlgos> kKinds = {AlgoKind::kRing, AlgoKind::kTree, AlgoKind::kAuto};
+constexpr std::array<AllReduceAlgo, kAlgos> kKinds = {AllReduceAlgo::kRing, AllReduceAlgo::kTree, AllReduceAlgo::kAuto};
 constexpr std::array<const char*, kAlgos> kLabels = {"ring", "tree", "auto"};
 
 // One algorithm's communicator and its runner (all share the two buffers: their inputs
@@ -68,7 +68,7 @@ int compareAlgos(Communicator& comm, const Options& options, const CompareConfig
         *contenders[a].comm, allReduce, config.dtype, config.op, 0, send, recv, capacity);
   }
   Options autoOptions = options;
-  autoOptions.algo = AlgoKind::kAuto;
+  autoOptions.algo = AllReduceAlgo::kAuto;
   const int burst = std::max(1, config.iters / config.rounds);
   const auto rounds = static_cast<size_t>(config.rounds);
 

@@ -65,7 +65,7 @@ struct BenchOptions {
   std::vector<DataType> dtypes{DataType::kFloat32};
   std::vector<ReduceOp> ops{ReduceOp::kSum};
   int root = 0;
-  std::optional<AlgoKind> algo;  // -A, else GYRE_ALGO
+  std::optional<AllReduceAlgo> algo;  // -A, else GYRE_ALGO
   bool calibrate = false;
   bool compareAlgos = false;
   std::optional<int> rounds;  // --rounds, --compare-algos only
@@ -150,9 +150,9 @@ std::vector<ReduceOp> parseOps(const std::string& text) {
   fail(ErrorCode::kInvalidArgument, "-o: unknown reduction '{}'", text);
 }
 
-AlgoKind parseAlgo(const std::string& text) {
-  AlgoKind algo;
-  if (parseAlgoKind(text, algo)) return algo;
+AllReduceAlgo parseAlgo(const std::string& text) {
+  AllReduceAlgo algo;
+  if (parseAlgo(text, algo)) return algo;
   fail(ErrorCode::kInvalidArgument, "-A: unknown algorithm '{}': use auto, ring, tree or rd", text);
 }
 
@@ -346,10 +346,6 @@ double timeOps(Communicator& comm, CollectiveRunner& runner, const Layout& l, Gr
   return elapsed.count() / o.iters;
 }
 
-const char* transportName(TransportKind k) {
-  return k == TransportKind::kTcp ? "tcp" : k == TransportKind::kShm ? "shm" : "auto";
-}
-
 // Every rank's "pid host", in rank order: each rank writes its own record into a zeroed
 // table and a uint8 sum over ranks gathers them (all-reduce is gyre's oldest collective).
 std::vector<std::string> gatherRankRecords(Communicator& comm) {
@@ -380,7 +376,7 @@ void printHeader(Communicator& comm, const BenchOptions& o, const CollectiveInfo
       o.stepFactor > 1 ? "factor" : "bytes", o.warmup, o.iters, o.check ? 1 : 0);
   const Options& opt = comm.options();
   std::printf("# gyre: %d ranks, transport %s, algo %s, slots %zu x %zu B\n", comm.size(),
-              transportName(opt.transport), algoKindName(opt.algo), opt.slots, opt.slotBytes);
+              transportName(opt.transport), algoName(opt.algo), opt.slots, opt.slotBytes);
   std::printf("#\n");
   for (size_t r = 0; r < records.size(); ++r) {
     int pid = 0;

@@ -3,15 +3,10 @@
 #include <algorithm>
 
 #include "collectives/recursive_doubling.h"
+#include "collectives/schedule_math.h"
 
 namespace gyre {
 namespace {
-
-int floorLog2(int n) {
-  int d = 0;
-  while ((2 << d) <= n) ++d;
-  return d;
-}
 
 // The whole cost model's constants. Measured on the development VM (2 cores, ranks 2..8
 // oversubscribing them), 2026-11-29, gyre-bench -b 8 -e 32M -f 4, min of 3 runs per
@@ -31,15 +26,6 @@ constexpr LinkCost kTcp{20.0, 1200.0, {1, 1, 1.05, 0.99, 0.80, 0.85, 0.92, 0.94,
 
 }  // namespace
 
-const char* algoName(AllReduceAlgo algo) {
-  switch (algo) {
-    case AllReduceAlgo::kRing: return "ring";
-    case AllReduceAlgo::kTree: return "tree";
-    case AllReduceAlgo::kRecursiveDoubling: return "rd";
-  }
-  return "unknown";
-}
-
 const LinkCost& linkCost(bool shm) { return shm ? kShm : kTcp; }
 
 double predictMicros(AllReduceAlgo algo, size_t bytes, int size, const LinkCost& cost) {
@@ -53,10 +39,10 @@ double predictMicros(AllReduceAlgo algo, size_t bytes, int size, const LinkCost&
       return cost.alphaUs * (2 * floorLog2(size) + 2) +
              cost.treeBytesRatio[std::min(size, 8)] * ringBytes;
     case AllReduceAlgo::kRecursiveDoubling: {
-      const int lg = floorLog2(size);
-      const double steps = lg + ((1 << lg) != size ? 2 : 0);
+      const double steps = floorLog2(size) + (lowerPowerOfTwo(size) != size ? 2 : 0);
       return cost.alphaUs * steps + steps * s;
     }
+    case AllReduceAlgo::kAuto: break;
   }
   return 0;
 }
@@ -64,11 +50,10 @@ double predictMicros(AllReduceAlgo algo, size_t bytes, int size, const LinkCost&
 AllReduceAlgo chooseAllReduce(const Options& options, size_t bytes, int size, bool shm) {
   const bool rdFits = recursiveDoublingFits(bytes, options.slotBytes);
   switch (options.algo) {
-    case AlgoKind::kRing: return AllReduceAlgo::kRing;
-    case AlgoKind::kTree: return AllReduceAlgo::kTree;
-    case AlgoKind::kRecursiveDoubling:
+    case AllReduceAlgo::kAuto: break;
+    case AllReduceAlgo::kRecursiveDoubling:
       return rdFits ? AllReduceAlgo::kRecursiveDoubling : AllReduceAlgo::kRing;
-    case AlgoKind::kAuto: break;
+    default: return options.algo;
   }
   const LinkCost& cost = linkCost(shm);
   AllReduceAlgo best = AllReduceAlgo::kRing;

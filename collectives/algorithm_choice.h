@@ -24,10 +24,6 @@
 
 namespace gyre {
 
-enum class AllReduceAlgo { kRing, kTree, kRecursiveDoubling };
-
-const char* algoName(AllReduceAlgo algo);
-
 struct LinkCost {
   double alphaUs = 0;  // fixed cost of one step (hand-off to a peer and its wake-up)
   double bytesPerUs = 1;  // what the busiest rank moves per microsecond in the ring
@@ -39,11 +35,12 @@ struct LinkCost {
 // The table's entry for shared memory (shm = true) or tcp.
 const LinkCost& linkCost(bool shm);
 
-// Predicted microseconds for `bytes` over `size` ranks.
+// Predicted microseconds for `bytes` over `size` ranks (algo is not kAuto).
 double predictMicros(AllReduceAlgo algo, size_t bytes, int size, const LinkCost& cost);
 
 // The algorithm for an all-reduce of `bytes` on `size` ranks (size >= 2) over links of
-// the given kind; honours options.algo (a forced rd that does not fit a slot is ring).
+// the given kind, never kAuto; honours options.algo (a forced rd that does not fit a
+// slot is ring).
 AllReduceAlgo chooseAllReduce(const Options& options, size_t bytes, int size, bool shm);
 
 }  // namespace gyre

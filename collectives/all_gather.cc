@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "collectives/schedule_math.h"
+
 namespace gyre {
 
 void ringAllGather(const PrimitiveContext& ctx, int rank, int size, const CollectiveCall& call,
@@ -24,14 +26,12 @@ void ringAllGather(const PrimitiveContext& ctx, int rank, int size, const Collec
   // is written once into recvbuf, then forwarded from there. Nothing is written after
   // it was sent (no rank receives its own share, and only the own share may overlap
   // sendbuf), so the direct sends may read user memory until flush().
-  // At least one pass, even for count 0, so a mismatched call is detected.
-  for (size_t offset = 0; offset == 0 || offset < call.count; offset += slice) {
-    const size_t len = std::min(slice, call.count - offset);
+  forEachSlice(call.count, slice, [&](size_t offset, size_t len) {
     prims.send(mine + offset * elem, len);
     if (!inPlace && len > 0) std::memcpy(share(rank, offset), mine + offset * elem, len * elem);
     for (int j = 1; j < size - 1; ++j) prims.recvCopySend(share(left(j), offset), len);
     prims.recv(share(left(size - 1), offset), len);
-  }
+  });
   prims.flush();
 }
 

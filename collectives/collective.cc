@@ -2,22 +2,14 @@
 
 #include <fmt/format.h>
 
-#include "collectives/algorithm_choice.h"
+#include "base/options.h"
+#include "collectives/collective_table.h"
 
 namespace gyre {
 
 const char* collectiveName(CollectiveKind kind) {
-  switch (kind) {
-    case CollectiveKind::kAllReduce: return "allreduce";
-    case CollectiveKind::kBarrier: return "barrier";
-    case CollectiveKind::kBroadcast: return "broadcast";
-    case CollectiveKind::kReduce: return "reduce";
-    case CollectiveKind::kAllGather: return "allgather";
-    case CollectiveKind::kReduceScatter: return "reducescatter";
-    case CollectiveKind::kSendRecv: return "send/recv";
-    case CollectiveKind::kAllToAll: return "alltoall";
-  }
-  return "unknown-collective";
+  const CollectiveRow* row = findCollectiveRow(kind);
+  return row ? row->name : "unknown-collective";
 }
 
 Tag CollectiveCall::tag() const {
@@ -35,11 +27,10 @@ Tag CollectiveCall::tag() const {
 std::string describe(const CollectiveCall& c) {
   const std::string algo =
       c.algo == 0 ? std::string()
-                  : fmt::format(" [{}]", algoName(static_cast<AllReduceAlgo>(c.algo - 1)));
+                  : fmt::format(" [{}]", algoName(static_cast<AllReduceAlgo>(c.algo)));
   if (c.kind == CollectiveKind::kBarrier) return fmt::format("barrier #{}{}", c.seq, algo);
-  const bool reduces = c.kind == CollectiveKind::kAllReduce ||
-                       c.kind == CollectiveKind::kReduce ||
-                       c.kind == CollectiveKind::kReduceScatter;
+  const CollectiveRow* row = findCollectiveRow(c.kind);
+  const bool reduces = row && row->reduces;
   std::string s =
       !reduces
           ? fmt::format("{} #{} ({}, count {}", collectiveName(c.kind), c.seq,

@@ -34,8 +34,8 @@ struct CollectiveCall {
   // otherwise elements in the buffer.
   size_t count = 0;
   int root = -1;  // reduce and broadcast: the root; send/recv: the sending rank
-  // All-reduce and barrier: the algorithm that runs it (AllReduceAlgo + 1), in the tag
-  // so that ranks that chose differently fail with a mismatch. 0: not applicable.
+  // All-reduce and barrier: the AllReduceAlgo that runs it (never kAuto), in the tag so
+  // that ranks that chose differently fail with a mismatch. 0: not applicable.
   uint8_t algo = 0;
   uint32_t seq = 0;
 

@@ -3,17 +3,15 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "collectives/schedule_math.h"
 
 namespace gyre {
 namespace {
 
 int lowestBit(int x) { return x & -x; }
 
-int rootPosition(int size) {
-  int p = 1;
-  while (p * 2 <= size) p *= 2;
-  return p;
-}
+// The root sits at the largest power of two <= size (see the header).
+int rootPosition(int size) { return lowerPowerOfTwo(size); }
 
 // The in-order tree over positions 1..size (see the header); 0: none.
 int parentPosition(int x, int size) {
@@ -41,12 +39,6 @@ int depthOf(int x, int size) {
   int depth = 0;
   for (int root = rootPosition(size); x != root; x = parentPosition(x, size)) ++depth;
   return depth;
-}
-
-int floorLog2(int n) {
-  int k = 0;
-  while ((2 << k) <= n) ++k;
-  return k;
 }
 
 // Rank <-> position in tree t.

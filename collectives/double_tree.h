@@ -1,7 +1,8 @@
 // The double binary tree (NCCL's, after Sanders, Speck and Traeff): two binary trees
-// over the same ranks such that every rank is an inner node in at most one of them,
-// so each rank sends and receives about the data of one full tree in total while
-// each tree carries half of the buffer. Defined for every rank count >= 1.
+// over the same ranks such that every rank is an inner node in at most one of them.
+// Each tree carries half of the buffer, so a rank sends and receives at most as much
+// as an inner rank of one tree carrying all of it (2S for a buffer of S: about the
+// ring's 2(n-1)/n S). Defined for every rank count >= 1.
 //
 // Construction: both trees are the same in-order binary tree over positions 1..size,
 // where position x with lowest set bit b has the children x - b/2 and the first of

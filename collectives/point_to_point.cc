@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "collectives/schedule_math.h"
 #include "host_kernels/reduce.h"
 
 namespace gyre {
@@ -33,12 +34,6 @@ void checkSliceable(const Primitives& prims, const PrimitiveContext& ctx,
   }
 }
 
-bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
-  auto x = reinterpret_cast<uintptr_t>(a);
-  auto y = reinterpret_cast<uintptr_t>(b);
-  return aBytes && bBytes && x < y + bBytes && y < x + aBytes;
-}
-
 }  // namespace
 
 void sendTo(const PrimitiveContext& base, const PeerPipes& pipes, const CollectiveCall& call,
@@ -48,10 +43,8 @@ void sendTo(const PrimitiveContext& base, const PeerPipes& pipes, const Collecti
   const size_t elem = dtypeSize(call.dtype);
   const size_t slice = prims.sliceElems();
   const auto* data = static_cast<const std::byte*>(buf);
-  for (size_t i = 0, slices = slicesOf(call.count, slice); i < slices; ++i) {
-    const Span s = sliceAt(i, call.count, slice);
-    prims.send(data + s.first * elem, s.n);
-  }
+  forEachSlice(call.count, slice,
+               [&](size_t offset, size_t len) { prims.send(data + offset * elem, len); });
   // The slices went out straight from the caller's buffer, which is the caller's again
   // once this returns.
   prims.flush();
@@ -68,10 +61,8 @@ void recvFrom(const PrimitiveContext& base, const PeerPipes& pipes, const Collec
   // per-pair sequence) and this slice's length, or recv() throws kMismatch before a byte
   // is written: a sender of a different count is found at the first slice, never as a
   // truncated or overlong message.
-  for (size_t i = 0, slices = slicesOf(call.count, slice); i < slices; ++i) {
-    const Span s = sliceAt(i, call.count, slice);
-    prims.recv(data + s.first * elem, s.n);
-  }
+  forEachSlice(call.count, slice,
+               [&](size_t offset, size_t len) { prims.recv(data + offset * elem, len); });
 }
 
 void sendRecv(const PrimitiveContext& base, const PeerPipes& pipes, const CollectiveCall& send,

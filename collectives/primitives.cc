@@ -9,21 +9,31 @@
 
 namespace gyre {
 
+namespace {
+
+RecvPipe* recvPipe(const PrimitiveContext& base, const PeerPipes& pipes, int peer) {
+  if (peer < 0) return nullptr;
+  auto it = pipes.recv.find(peer);
+  if (it == pipes.recv.end()) fail(ErrorCode::kInternal, "rank {}: no pipe from rank {}", base.rank, peer);
+  return it->second;
+}
+
+SendPipe* sendPipe(const PrimitiveContext& base, const PeerPipes& pipes, int peer) {
+  if (peer < 0) return nullptr;
+  auto it = pipes.send.find(peer);
+  if (it == pipes.send.end()) fail(ErrorCode::kInternal, "rank {}: no pipe to rank {}", base.rank, peer);
+  return it->second;
+}
+
+}  // namespace
+
 PrimitiveContext linked(const PrimitiveContext& base, const PeerPipes& pipes, int recvFrom,
-                        int sendTo) {
+                        int sendTo, int recvFrom2, int sendTo2) {
   PrimitiveContext ctx = base;
-  ctx.left = nullptr;
-  ctx.right = nullptr;
-  if (recvFrom >= 0) {
-    auto it = pipes.recv.find(recvFrom);
-    if (it == pipes.recv.end()) fail(ErrorCode::kInternal, "rank {}: no pipe from rank {}", base.rank, recvFrom);
-    ctx.left = it->second;
-  }
-  if (sendTo >= 0) {
-    auto it = pipes.send.find(sendTo);
-    if (it == pipes.send.end()) fail(ErrorCode::kInternal, "rank {}: no pipe to rank {}", base.rank, sendTo);
-    ctx.right = it->second;
-  }
+  ctx.left = recvPipe(base, pipes, recvFrom);
+  ctx.right = sendPipe(base, pipes, sendTo);
+  ctx.left2 = recvPipe(base, pipes, recvFrom2);
+  ctx.right2 = sendPipe(base, pipes, sendTo2);
   return ctx;
 }
 
@@ -35,8 +45,15 @@ Primitives::Primitives(const PrimitiveContext& ctx, const CollectiveCall& call,
       elemBytes_(dtypeSize(call.dtype)),
       sliceElems_(0),
       avgDivisor_(avgDivisor) {
-  size_t slot = ctx.right ? ctx.right->slotBytes() : ctx.left ? ctx.left->slotBytes() : 0;
-  if (ctx.left && ctx.right) slot = std::min(ctx.left->slotBytes(), ctx.right->slotBytes());
+  // The smallest slot of all the pipes: every slice fits each of them.
+  size_t slot = 0;
+  auto fit = [&](size_t bytes) { slot = slot ? std::min(slot, bytes) : bytes; };
+  for (RecvPipe* p : {ctx.left, ctx.left2}) {
+    if (p) fit(p->slotBytes());
+  }
+  for (SendPipe* p : {ctx.right, ctx.right2}) {
+    if (p) fit(p->slotBytes());
+  }
   sliceElems_ = slot / elemBytes_;
 }
 
@@ -49,47 +66,47 @@ WaitContext Primitives::waitContext() const {
   return w;
 }
 
-void Primitives::throwMismatch(const Slice& got, size_t n) const {
+void Primitives::throwMismatch(const RecvPipe* from, const Slice& got, size_t n) const {
   if (got.tag != tag_) {
     fail(ErrorCode::kMismatch, "rank {} runs {} but its peer rank {} runs {}", ctx_.rank,
-         describe(call_), ctx_.left->peer(), describe(got.tag));
+         describe(call_), from->peer(), describe(got.tag));
   }
   fail(ErrorCode::kMismatch, "peer rank {} sent a slice of {} bytes where {} on rank {} expects {}",
-       ctx_.left->peer(), got.bytes, describe(call_), ctx_.rank, n * elemBytes_);
+       from->peer(), got.bytes, describe(call_), ctx_.rank, n * elemBytes_);
 }
 
-Slice Primitives::receive(size_t n) {
-  if (ctx_.inspector) ctx_.inspector->at(ctx_.left->peer());
-  Slice s = ctx_.left->wait(waitContext());
-  if (s.tag != tag_ || s.bytes != n * elemBytes_) throwMismatch(s, n);
+Slice Primitives::receive(RecvPipe* from, size_t n) {
+  if (ctx_.inspector) ctx_.inspector->at(from->peer());
+  Slice s = from->wait(waitContext());
+  if (s.tag != tag_ || s.bytes != n * elemBytes_) throwMismatch(from, s, n);
   return s;
 }
 
-void Primitives::receiveInto(void* dst, size_t n) {
-  if (ctx_.inspector) ctx_.inspector->at(ctx_.left->peer());
-  Slice s = ctx_.left->waitInto(dst, n * elemBytes_, tag_, waitContext());
-  if (s.data != dst || s.tag != tag_ || s.bytes != n * elemBytes_) throwMismatch(s, n);
+void Primitives::receiveInto(RecvPipe* from, void* dst, size_t n) {
+  if (ctx_.inspector) ctx_.inspector->at(from->peer());
+  Slice s = from->waitInto(dst, n * elemBytes_, tag_, waitContext());
+  if (s.data != dst || s.tag != tag_ || s.bytes != n * elemBytes_) throwMismatch(from, s, n);
   if (ctx_.inspector) ctx_.inspector->received(n * elemBytes_);
 }
 
-void Primitives::released(size_t n) {
-  ctx_.left->release();
+void Primitives::released(RecvPipe* from, size_t n) {
+  from->release();
   if (ctx_.inspector) ctx_.inspector->received(n * elemBytes_);
 }
 
-std::byte* Primitives::acquire() {
-  if (ctx_.inspector) ctx_.inspector->at(ctx_.right->peer());
-  return ctx_.right->acquire(waitContext());
+std::byte* Primitives::acquire(SendPipe* to) {
+  if (ctx_.inspector) ctx_.inspector->at(to->peer());
+  return to->acquire(waitContext());
 }
 
-void Primitives::post(size_t n) {
-  ctx_.right->post(n * elemBytes_, tag_);
+void Primitives::post(SendPipe* to, size_t n) {
+  to->post(n * elemBytes_, tag_);
   if (ctx_.inspector) ctx_.inspector->sent(n * elemBytes_);
 }
 
-void Primitives::postDirect(const void* src, size_t n) {
-  if (ctx_.inspector) ctx_.inspector->at(ctx_.right->peer());
-  ctx_.right->postDirect(src, n * elemBytes_, tag_, waitContext());
+void Primitives::postDirect(SendPipe* to, const void* src, size_t n) {
+  if (ctx_.inspector) ctx_.inspector->at(to->peer());
+  to->postDirect(src, n * elemBytes_, tag_, waitContext());
   if (ctx_.inspector) ctx_.inspector->sent(n * elemBytes_);
 }
 
@@ -97,44 +114,68 @@ void Primitives::postDirect(const void* src, size_t n) {
 // it valid: a rank overwrites an element it sent only after receiving that element's
 // final value, which the peer could only produce after our slice reached it.
 
-void Primitives::send(const void* src, size_t n) { postDirect(src, n); }
+void Primitives::sendDirect(const void* src, size_t n) {
+  postDirect(ctx_.right, src, n);
+  if (ctx_.right2) postDirect(ctx_.right2, src, n);
+}
+
+void Primitives::send(const void* src, size_t n) { sendDirect(src, n); }
 
 void Primitives::recvReduceSend(const void* src, size_t n) {
-  Slice in = receive(n);
-  std::byte* slot = acquire();
-  // Intermediate steps of avg are sums; only the final step divides.
-  reduceCopy(slot, nullptr, in.data, src, n, call_.dtype, call_.op, 0);
-  released(n);
-  post(n);
+  Slice in = receive(ctx_.left, n);
+  Slice in2 = ctx_.left2 ? receive(ctx_.left2, n) : Slice{};
+  std::byte* slot = acquire(ctx_.right);
+  std::byte* slot2 = ctx_.right2 ? acquire(ctx_.right2) : nullptr;
+  // Intermediate steps of avg are sums; only the final step divides. Straight into the
+  // send slots: the partial result never touches the user's buffers.
+  if (ctx_.left2) {
+    reduceCopy(slot, nullptr, in.data, src, n, call_.dtype, call_.op, 0);
+    reduceCopy(slot, slot2, slot, in2.data, n, call_.dtype, call_.op, 0);
+    released(ctx_.left2, n);
+  } else {
+    reduceCopy(slot, slot2, in.data, src, n, call_.dtype, call_.op, 0);
+  }
+  released(ctx_.left, n);
+  post(ctx_.right, n);
+  if (ctx_.right2) post(ctx_.right2, n);
 }
 
 void Primitives::recvReduceCopySend(const void* src, void* dst, size_t n) {
-  Slice in = receive(n);
-  reduceCopy(dst, nullptr, in.data, src, n, call_.dtype, call_.op, avgDivisor_);
-  released(n);
-  postDirect(dst, n);
+  Slice in = receive(ctx_.left, n);
+  if (ctx_.left2) {
+    Slice in2 = receive(ctx_.left2, n);
+    reduceCopy(dst, nullptr, in.data, src, n, call_.dtype, call_.op, 0);
+    reduceCopy(dst, nullptr, dst, in2.data, n, call_.dtype, call_.op, avgDivisor_);
+    released(ctx_.left2, n);
+  } else {
+    reduceCopy(dst, nullptr, in.data, src, n, call_.dtype, call_.op, avgDivisor_);
+  }
+  released(ctx_.left, n);
+  sendDirect(dst, n);
 }
 
 void Primitives::recvCopySend(void* dst, size_t n) {
-  receiveInto(dst, n);
-  postDirect(dst, n);
+  receiveInto(ctx_.left, dst, n);
+  sendDirect(dst, n);
 }
 
-void Primitives::recv(void* dst, size_t n) { receiveInto(dst, n); }
+void Primitives::recv(void* dst, size_t n) { receiveInto(ctx_.left, dst, n); }
 
 void Primitives::recvReduce(const void* src, void* dst, size_t n, bool receivedIsLower,
                             bool finalStep) {
-  Slice in = receive(n);
+  Slice in = receive(ctx_.left, n);
   const void* first = receivedIsLower ? static_cast<const void*>(in.data) : src;
   const void* second = receivedIsLower ? src : static_cast<const void*>(in.data);
   reduceCopy(dst, nullptr, first, second, n, call_.dtype, call_.op, finalStep ? avgDivisor_ : 0);
-  released(n);
+  released(ctx_.left, n);
 }
 
 void Primitives::flush() {
-  if (!ctx_.right) return;
-  if (ctx_.inspector) ctx_.inspector->at(ctx_.right->peer());
-  ctx_.right->flush(waitContext());
+  for (SendPipe* to : {ctx_.right, ctx_.right2}) {
+    if (!to) continue;
+    if (ctx_.inspector) ctx_.inspector->at(to->peer());
+    to->flush(waitContext());
+  }
 }
 
 }  // namespace gyre

@@ -1,6 +1,5 @@
-// The five primitives every schedule is written in (DESIGN.md, "Collectives as
-// schedules of primitives"), over one receive pipe (from the left) and one send pipe
-// (to the right):
+// The five primitives every schedule is written in (NCCL's, from its device code's
+// prims), over one receive pipe (from the left) and one send pipe (to the right):
 //
 //   send(src)                      -> right
 //   recvReduceSend(src)            left + src -> right
@@ -8,6 +7,9 @@
 //   recvCopySend(dst)              left -> dst and -> right
 //   recv(dst)                      left -> dst
 //
+// A tree rank has two children, so either side may have a second pipe (left2, right2,
+// as NCCL's primitives take several peers): a reduction then combines left + src + left2
+// (in that order, the same on every rank), and whatever goes right also goes right2.
 // Each call moves one slice of at most sliceElems() elements: one slot. The reduce
 // writes straight into the next send slot in one pass; slices that are only moved use
 // the pipes' direct forms (tcp sends from and receives into the user's buffer), so a
@@ -34,6 +36,8 @@ class StallInspector;
 struct PrimitiveContext {
   RecvPipe* left = nullptr;
   SendPipe* right = nullptr;
+  RecvPipe* left2 = nullptr;   // optional second source of the reductions
+  SendPipe* right2 = nullptr;  // optional second destination of every send
   std::chrono::milliseconds timeout{0};
   std::chrono::microseconds spin{0};
   const std::atomic<bool>* aborted = nullptr;
@@ -48,10 +52,11 @@ struct PeerPipes {
   std::map<int, RecvPipe*> recv;
 };
 
-// `base` with its pipes replaced: receive from `recvFrom`, send to `sendTo` (-1: none).
-// Throws kInternal when the communicator has no pipe to that peer.
+// `base` with its pipes replaced: receive from `recvFrom` (and `recvFrom2`), send to
+// `sendTo` (and `sendTo2`); -1: none. Throws kInternal when the communicator has no pipe
+// to that peer.
 PrimitiveContext linked(const PrimitiveContext& base, const PeerPipes& pipes, int recvFrom,
-                        int sendTo);
+                        int sendTo, int recvFrom2 = -1, int sendTo2 = -1);
 
 class Primitives {
  public:
@@ -65,7 +70,7 @@ class Primitives {
   void recvReduceCopySend(const void* src, void* dst, size_t n);
   void recvCopySend(void* dst, size_t n);
   void recv(void* dst, size_t n);
-  // left op src -> dst, no send (recursive doubling's exchange). The lower rank's
+  // left op src -> dst, no send (recursive doubling's exchange; left only). The lower rank's
   // operand goes first so both partners compute the same bits; finalStep applies
   // avg's division.
   void recvReduce(const void* src, void* dst, size_t n, bool receivedIsLower, bool finalStep);
@@ -75,13 +80,14 @@ class Primitives {
 
  private:
   WaitContext waitContext() const;
-  Slice receive(size_t n);
-  void receiveInto(void* dst, size_t n);
-  void released(size_t n);  // releases the slice from receive(), counting its bytes
-  [[noreturn]] void throwMismatch(const Slice& got, size_t n) const;
-  std::byte* acquire();
-  void post(size_t n);
-  void postDirect(const void* src, size_t n);
+  Slice receive(RecvPipe* from, size_t n);
+  void receiveInto(RecvPipe* from, void* dst, size_t n);
+  void released(RecvPipe* from, size_t n);  // releases the slice from receive(), counted
+  [[noreturn]] void throwMismatch(const RecvPipe* from, const Slice& got, size_t n) const;
+  std::byte* acquire(SendPipe* to);
+  void post(SendPipe* to, size_t n);
+  void postDirect(SendPipe* to, const void* src, size_t n);
+  void sendDirect(const void* src, size_t n);  // to right and right2
 
   PrimitiveContext ctx_;
   CollectiveCall call_;

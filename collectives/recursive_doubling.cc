@@ -2,16 +2,11 @@
 
 #include <cstring>
 
+#include "collectives/schedule_math.h"
 #include "host_kernels/reduce.h"
 
 namespace gyre {
 namespace {
-
-int lowerPowerOfTwo(int n) {
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
-  return p;
-}
 
 Primitives with(const PrimitiveContext& base, const PeerPipes& pipes, int peer,
                 const CollectiveCall& call, uint32_t avgDivisor) {
@@ -19,15 +14,6 @@ Primitives with(const PrimitiveContext& base, const PeerPipes& pipes, int peer,
 }
 
 }  // namespace
-
-std::vector<int> recursiveDoublingPeers(int rank, int size) {
-  std::vector<int> peers;
-  const int p = lowerPowerOfTwo(size);
-  if (rank >= p) return {rank - p};
-  if (rank + p < size) peers.push_back(rank + p);
-  for (int mask = 1; mask < p; mask <<= 1) peers.push_back(rank ^ mask);
-  return peers;
-}
 
 bool recursiveDoublingFits(size_t bytes, size_t slotBytes) { return bytes <= slotBytes; }
 

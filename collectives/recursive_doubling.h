@@ -10,16 +10,9 @@
 // caller uses this only when count * elemsize fits a slot (RecursiveDoubling::fits).
 #pragma once
 
-#include <map>
-#include <vector>
-#include <memory>
-
 #include "collectives/primitives.h"
 
 namespace gyre {
-
-// The peers rank talks to in a recursive doubling of `size` ranks (both directions).
-std::vector<int> recursiveDoublingPeers(int rank, int size);
 
 // Whether a call of `bytes` can run as recursive doubling over pipes of `slotBytes`.
 bool recursiveDoublingFits(size_t bytes, size_t slotBytes);

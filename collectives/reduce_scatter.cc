@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "collectives/schedule_math.h"
+
 namespace gyre {
 
 void ringReduceScatter(const PrimitiveContext& ctx, int rank, int size, const CollectiveCall& call,
@@ -22,14 +24,12 @@ void ringReduceScatter(const PrimitiveContext& ctx, int rank, int size, const Co
   // the chunk assignment and operand order of ringAllReduce on size * count elements.
   // The only direct send reads the share of our left neighbour, never this rank's own
   // share, which is the one written in place.
-  // At least one pass, even for count 0, so a mismatched call is detected.
-  for (size_t offset = 0; offset == 0 || offset < call.count; offset += slice) {
-    const size_t len = std::min(slice, call.count - offset);
+  forEachSlice(call.count, slice, [&](size_t offset, size_t len) {
     prims.send(share(left(1), offset), len);
     for (int j = 2; j < size; ++j) prims.recvReduceSend(share(left(j), offset), len);
     prims.recvReduce(share(rank, offset), out + offset * elem, len, /*receivedIsLower=*/true,
                      /*finalStep=*/true);
-  }
+  });
   prims.flush();
 }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "collectives/schedule_math.h"
+
 namespace gyre {
 
 void ringAllReduce(const PrimitiveContext& ctx, int rank, int size, const CollectiveCall& call,
@@ -23,9 +25,7 @@ void ringAllReduce(const PrimitiveContext& ctx, int rank, int size, const Collec
   };
   auto chunk = [&](int k) { return (rank + k) % size; };  // the k-th rank to our right
 
-  // At least one pass, even for count 0, so that every call exchanges its tag with the
-  // neighbours and a mismatched call is detected instead of silently skipped.
-  for (size_t offset = 0; offset == 0 || offset < chunkElems; offset += slice) {
+  forEachSlice(chunkElems, slice, [&](size_t offset, size_t) {
     size_t b;
     size_t len = chunkAt(chunk(size - 1), offset, &b);
     prims.send(in + b * elem, len);
@@ -41,7 +41,7 @@ void ringAllReduce(const PrimitiveContext& ctx, int rank, int size, const Collec
     }
     len = chunkAt(chunk(1), offset, &b);
     prims.recv(out + b * elem, len);
-  }
+  });
   prims.flush();
 }
 

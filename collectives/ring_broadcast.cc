@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "collectives/schedule_math.h"
+
 namespace gyre {
 
 void ringBroadcast(const PrimitiveContext& ctx, int rank, int size, const CollectiveCall& call,
@@ -22,9 +24,7 @@ void ringBroadcast(const PrimitiveContext& ctx, int rank, int size, const Collec
   // disagreeing roots the first slice across a disagreeing pipe is a kMismatch, not a
   // cycle of ranks each waiting for its neighbour (as ring_reduce.cc).
   if (isLast) prims.send(nullptr, 0);
-  // At least one slice, even for count 0, so a mismatched call is detected.
-  for (size_t offset = 0; offset == 0 || offset < call.count; offset += slice) {
-    const size_t len = std::min(slice, call.count - offset);
+  forEachSlice(call.count, slice, [&](size_t offset, size_t len) {
     std::byte* p = data + offset * elem;
     if (isRoot) {
       prims.send(p, len);
@@ -34,7 +34,7 @@ void ringBroadcast(const PrimitiveContext& ctx, int rank, int size, const Collec
     } else {
       prims.recvCopySend(p, len);
     }
-  }
+  });
   prims.flush();
 }
 

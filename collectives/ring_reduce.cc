@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "collectives/schedule_math.h"
+
 namespace gyre {
 
 void ringReduce(const PrimitiveContext& ctx, int rank, int size, const CollectiveCall& call,
@@ -21,9 +23,7 @@ void ringReduce(const PrimitiveContext& ctx, int rank, int size, const Collectiv
   // root or the call, the first slice across a disagreeing pipe is a kMismatch, instead
   // of a cycle of ranks each waiting for its right neighbour to drain its sends.
   if (isRoot) prims.send(nullptr, 0);
-  // At least one slice, even for count 0, so a mismatched call is detected.
-  for (size_t offset = 0; offset == 0 || offset < call.count; offset += slice) {
-    const size_t len = std::min(slice, call.count - offset);
+  forEachSlice(call.count, slice, [&](size_t offset, size_t len) {
     const std::byte* src = in + offset * elem;
     if (isFirst) {
       prims.send(src, len);
@@ -37,7 +37,7 @@ void ringReduce(const PrimitiveContext& ctx, int rank, int size, const Collectiv
     } else {
       prims.recvReduceSend(src, len);
     }
-  }
+  });
   prims.flush();
 }
 

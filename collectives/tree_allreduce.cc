@@ -5,57 +5,103 @@
 
 #include "base/error.h"
 #include "collectives/double_tree.h"
+#include "collectives/tree_clock.h"
 
-// The schedule. Slice j of tree t moves up and down on a virtual clock that every rank
-// computes alike (M = the trees' depth, d = this rank's depth in tree t):
+// NCCL's runTreeUpDown, for two trees on one thread: per tree and role a few primitives,
+// run on the clock of collectives/tree_clock.h (which says why it cannot deadlock).
 //
-//   up(j)    at T = j + M - d: receive the children's slice j and reduce it with this
-//            rank's (the root finalises into recvbuf), send the result to the parent;
-//   down(j)  at T = j + M + d: receive the final slice j from the parent into recvbuf
-//            (the root already has it), send it to the children.
+//   role    up (towards the root)                   down (from the root)
+//   leaf    send(own)                               recv(-> recvbuf)
+//   inner   recvReduceSend(children + own -> parent) recvCopySend(parent -> recvbuf, children)
+//   root    recvReduceCopySend(children + own -> recvbuf, children): up and down at once
 //
-// So a slice sent at T is received at T + 1, on every edge, in both directions and in
-// both trees, and the up and down waves of consecutive slices overlap (a rank at depth
-// d runs down(j) together with up(j + 2d): pipelining without a thread per direction).
-// Each rank walks T = 0, 1, ... and at every T first does all its receives (the up
-// ones, then the down ones, tree 0 before tree 1), then all its sends (same order).
+// An inner rank's partial sum goes straight into its parent's send slot: it writes
+// recvbuf once, with the final value.
 //
-// Why the slices on a pipe match. A pipe a -> b carries at most one slice of each kind
-// per T: two up slices would make b inner in both trees, two down slices a. Both kinds
-// on one pipe happen (a a leaf child of b in one tree, b a leaf child of a in the
-// other, as for 2 ranks); then a sends its up slice before its down slice at T and b
-// receives them in that order at T + 1. The pipe is FIFO and every slice carries the
-// same tag, so this ordering, not the tag, is what pairs them; the tag and the length
-// still catch ranks that run different calls.
-//
-// Why it cannot deadlock with K >= 2 slots per pipe. Consider the lock-step execution:
-// at each T every rank does its receives (each receives a slice sent at T - 1, already
-// posted), then every rank does its sends. Every pipe then holds at most the two
-// slices of one T, so no send waits for a credit. The ranks are sequential programs
-// over FIFO pipes whose blocking waits stay satisfiable once satisfiable (only the
-// waiter consumes a slice or a credit): by Kahn's determinacy every execution does the
-// same operations and, since this one finishes, any execution does. The final flush
-// waits for nothing a peer still needs from us.
-//
-// Why direct sends are safe. A send may read user memory until the slice has left
-// (tcp writes from it). Up sends read sendbuf (a leaf) or recvbuf's partial sum (an
-// inner rank); the only later write to that slice is the final value from the parent,
-// which exists only after the parent received our slice. Down sends read recvbuf's
-// final value, never written again. In place (sendbuf == recvbuf) an inner rank reduces
-// its own slice in place before anything reads it, and the trees' halves are disjoint.
+// Why direct sends are safe. A send may read user memory until the slice has left (tcp
+// writes from it). A leaf's up send reads sendbuf, whose slice the rank next writes (in
+// place) with the final value from its parent, which exists only after the parent
+// received our slice. Down sends read recvbuf's final value, never written again.
 
 namespace gyre {
 namespace {
 
-// One tree's part of the call, seen from this rank.
-struct TreeRole {
-  size_t begin = 0;   // first element of this tree's half
-  size_t count = 0;   // elements in the half
-  size_t slices = 1;  // at least one, even for an empty half
-  int depth = 0;
-  int children = 0;
-  std::optional<Primitives> parent;
-  std::optional<Primitives> child[2];
+enum class Role { kLeaf, kInner, kRoot };
+
+// This rank in one tree: its half of the buffer, its clock and its primitives.
+class TreeRank {
+ public:
+  TreeRank(const TreeLinks& links, int maxDepth, const PrimitiveContext& base,
+           const PeerPipes& pipes, const CollectiveCall& call, uint32_t divisor)
+      : links_(links),
+        role_(links.childCount() == 0 ? Role::kLeaf
+              : links.parent < 0      ? Role::kRoot
+                                      : Role::kInner),
+        maxDepth_(maxDepth) {
+    auto make = [&](int from, int to, int from2, int to2) {
+      return Primitives(linked(base, pipes, from, to, from2, to2), call, divisor);
+    };
+    const int c0 = links.children[0], c1 = links.children[1], parent = links.parent;
+    switch (role_) {
+      case Role::kLeaf: up_.emplace(make(parent, parent, -1, -1)); break;
+      case Role::kInner:
+        up_.emplace(make(c0, parent, c1, -1));
+        down_.emplace(make(parent, c0, -1, c1));
+        break;
+      case Role::kRoot: up_.emplace(make(c0, c0, c1, c1)); break;
+    }
+  }
+
+  size_t sliceElems() const {
+    return std::min(up_->sliceElems(), down_ ? down_->sliceElems() : up_->sliceElems());
+  }
+
+  // Elements [begin, begin + count) of the buffer, `slice` at a time (at least one).
+  void assign(size_t begin, size_t count, size_t slice) {
+    begin_ = begin;
+    count_ = count;
+    slice_ = slice;
+    clock_.emplace(maxDepth_, links_.depth, std::max<size_t>(1, (count + slice - 1) / slice));
+  }
+  long lastTick() const { return clock_->lastTick(); }
+
+  // This tree's part of `phase` at `tick`.
+  void step(TreePhase phase, long tick, const std::byte* in, std::byte* out, size_t elem) {
+    auto at = [&](long j) { return (begin_ + std::min(j * slice_, count_)) * elem; };
+    auto len = [&](long j) { return std::min(slice_, count_ - std::min(j * slice_, count_)); };
+    const long up = clock_->upSlice(tick), down = clock_->downSlice(tick);
+    switch (role_) {
+      case Role::kLeaf:
+        if (phase == TreePhase::kLeafRecv && down >= 0) up_->recv(out + at(down), len(down));
+        if (phase == TreePhase::kLeafSend && up >= 0) up_->send(in + at(up), len(up));
+        break;
+      case Role::kInner:
+        if (phase == TreePhase::kUp && up >= 0) up_->recvReduceSend(in + at(up), len(up));
+        if (phase == TreePhase::kInnerDown && down >= 0) {
+          down_->recvCopySend(out + at(down), len(down));
+        }
+        break;
+      case Role::kRoot:
+        if (phase == TreePhase::kUp && up >= 0) {
+          up_->recvReduceCopySend(in + at(up), out + at(up), len(up));
+        }
+        break;
+    }
+  }
+
+  void flush() {
+    up_->flush();
+    if (down_) down_->flush();
+  }
+
+ private:
+  TreeLinks links_;
+  Role role_;
+  int maxDepth_;
+  size_t begin_ = 0, count_ = 0, slice_ = 1;
+  std::optional<TreeClock> clock_;
+  std::optional<Primitives> up_;    // leaf: to and from the parent; root: both directions
+  std::optional<Primitives> down_;  // inner only
 };
 
 }  // namespace
@@ -64,92 +110,29 @@ void treeAllReduce(const PrimitiveContext& base, const PeerPipes& pipes, int ran
                    const CollectiveCall& call, const void* sendbuf, void* recvbuf) {
   const DoubleTree dt = doubleBinaryTree(rank, size);
   const uint32_t divisor = static_cast<uint32_t>(size);
-  // One Primitives per neighbour, receiving from and sending to it.
-  auto with = [&](int peer) { return Primitives(linked(base, pipes, peer, peer), call, divisor); };
-
-  TreeRole roles[2];
-  size_t slice = 0;
-  for (int t = 0; t < 2; ++t) {
-    const TreeLinks& links = dt.tree[t];
-    TreeRole& role = roles[t];
-    role.depth = links.depth;
-    role.children = links.childCount();
-    if (links.parent >= 0) role.parent.emplace(with(links.parent));
-    for (int c = 0; c < role.children; ++c) role.child[c].emplace(with(links.children[c]));
-    for (auto* p : {&role.parent, &role.child[0], &role.child[1]}) {
-      if (*p) slice = slice ? std::min(slice, (*p)->sliceElems()) : (*p)->sliceElems();
-    }
-  }
+  TreeRank trees[2] = {TreeRank(dt.tree[0], dt.maxDepth, base, pipes, call, divisor),
+                       TreeRank(dt.tree[1], dt.maxDepth, base, pipes, call, divisor)};
+  // One slice size for both trees, so that every rank cuts every half alike.
+  const size_t slice = std::min(trees[0].sliceElems(), trees[1].sliceElems());
   if (slice == 0) {
     fail(ErrorCode::kInvalidArgument, "rank {}: {}: a slot holds no {} element", rank,
          describe(call), dtypeName(call.dtype));
   }
-  roles[0].count = (call.count + 1) / 2;
-  roles[1].begin = roles[0].count;
-  roles[1].count = call.count - roles[0].count;
-  long last = 0;  // the last T at which this rank has something to do
-  for (TreeRole& role : roles) {
-    role.slices = std::max<size_t>(1, (role.count + slice - 1) / slice);
-    last = std::max(last, static_cast<long>(role.slices) - 1 + dt.maxDepth + role.depth);
-  }
+  // Tree 0 takes the first ceil(count / 2) elements, tree 1 the rest.
+  const size_t half = (call.count + 1) / 2;
+  trees[0].assign(0, half, slice);
+  trees[1].assign(half, call.count - half, slice);
 
-  const size_t elem = dtypeSize(call.dtype);
-  auto* in = static_cast<const std::byte*>(sendbuf);
+  const auto* in = static_cast<const std::byte*>(sendbuf);
   auto* out = static_cast<std::byte*>(recvbuf);
-  // Slice j of `role`, if it has one: its byte offset and length in elements.
-  struct Step {
-    bool active = false;
-    size_t at = 0, len = 0;
-  };
-  auto step = [&](const TreeRole& role, long j) {
-    Step s;
-    if (j < 0 || static_cast<size_t>(j) >= role.slices) return s;
-    const size_t first = static_cast<size_t>(j) * slice;
-    s.active = true;
-    s.at = (role.begin + std::min(first, role.count)) * elem;
-    s.len = role.count > first ? std::min(slice, role.count - first) : 0;
-    return s;
-  };
-
-  for (long T = 0; T <= last; ++T) {
-    Step up[2], down[2];
-    for (int t = 0; t < 2; ++t) {
-      up[t] = step(roles[t], T - dt.maxDepth + roles[t].depth);
-      down[t] = step(roles[t], T - dt.maxDepth - roles[t].depth);
-    }
-    // Receives: the children's partial sums, reduced in a fixed order
-    // (children[0] op own, then op children[1]); the root's last one is final.
-    for (int t = 0; t < 2; ++t) {
-      TreeRole& role = roles[t];
-      if (!up[t].active || role.children == 0) continue;
-      const bool root = !role.parent;
-      void* acc = out + up[t].at;
-      role.child[0]->recvReduce(in + up[t].at, acc, up[t].len, /*receivedIsLower=*/true,
-                                root && role.children == 1);
-      if (role.children == 2) {
-        role.child[1]->recvReduce(acc, acc, up[t].len, /*receivedIsLower=*/false, root);
-      }
-    }
-    for (int t = 0; t < 2; ++t) {
-      if (down[t].active && roles[t].parent) roles[t].parent->recv(out + down[t].at, down[t].len);
-    }
-    // Sends: this rank's slice (a leaf) or partial sum up, the final value down.
-    for (int t = 0; t < 2; ++t) {
-      TreeRole& role = roles[t];
-      if (!up[t].active || !role.parent) continue;
-      role.parent->send(role.children ? out + up[t].at : in + up[t].at, up[t].len);
-    }
-    for (int t = 0; t < 2; ++t) {
-      TreeRole& role = roles[t];
-      if (!down[t].active) continue;
-      for (int c = 0; c < role.children; ++c) role.child[c]->send(out + down[t].at, down[t].len);
+  const size_t elem = dtypeSize(call.dtype);
+  const long last = std::max(trees[0].lastTick(), trees[1].lastTick());
+  for (long tick = 0; tick <= last; ++tick) {
+    for (TreePhase phase : kTreePhases) {
+      for (TreeRank& tree : trees) tree.step(phase, tick, in, out, elem);
     }
   }
-  for (TreeRole& role : roles) {
-    for (auto* p : {&role.parent, &role.child[0], &role.child[1]}) {
-      if (*p) (*p)->flush();
-    }
-  }
+  for (TreeRank& tree : trees) tree.flush();
 }
 
 }  // namespace gyre

@@ -2,9 +2,12 @@
 // in two halves, one per tree (tree 0 takes the first, ceil(count / 2) elements); in
 // each, slices are reduced up (children's slices plus this rank's -> parent) and the
 // root's results are broadcast down (parent -> this rank's output and the children),
-// pipelined by slices. The latency is ~2 log2(n) hops instead of the ring's 2(n-1), at
-// the price of about twice the ring's bytes on the busiest rank: the choice between
-// them is collectives/algorithm_choice.h's.
+// pipelined by slices, both trees and both directions at once on one thread
+// (collectives/tree_clock.h). The latency is ~2 log2(n) hops instead of the ring's
+// 2(n-1), for about as many bytes as the ring on the busiest rank: 2S for a buffer of S
+// (inner in one tree: 2 x S/2 in and S/2 out up, S/2 in and 2 x S/2 out down; a leaf in
+// the other: S/2 each way), where the ring moves 2(n-1)/n S. The choice between them is
+// collectives/algorithm_choice.h's.
 //
 // Every reduction combines its operands in an order fixed by the tree (children[0],
 // this rank, children[1]), and the final value is computed once (at the root, where

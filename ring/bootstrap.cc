@@ -58,7 +58,7 @@ PipeSet connectPeers(Store& store, const BootstrapParams& p, const Options& opti
   // choice and the slicing): checked here so a disagreement fails at creation on every
   // rank, naming the setting, instead of as a mismatch or a stall in some later call.
   const std::string config = fmt::format("GYRE_ALGO={} GYRE_SLOT_BYTES={}",
-                                         algoKindName(options.algo), options.slotBytes);
+                                         algoName(options.algo), options.slotBytes);
   store.setString(fmt::format("config/{}", p.rank), config);
   for (int r = 0; r < p.size; ++r) {
     set.hostIds.push_back(store.getString(fmt::format("host/{}", r)));

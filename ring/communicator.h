@@ -36,6 +36,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -46,6 +47,7 @@
 namespace gyre {
 
 class Store;
+enum class CollectiveKind : uint8_t;
 
 class Communicator {
  public:
@@ -144,17 +146,10 @@ class Communicator {
 
  private:
   explicit Communicator(std::unique_ptr<Impl> impl);
-  Work allReduceIssue(bool async, const void* sendbuf, void* recvbuf, size_t count,
-                      DataType dtype, ReduceOp op);
-  Work broadcastIssue(bool async, void* buffer, size_t count, DataType dtype, int root);
-  Work reduceIssue(bool async, const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
-                   ReduceOp op, int root);
-  Work allGatherIssue(bool async, const void* sendbuf, void* recvbuf, size_t count,
-                      DataType dtype);
-  Work reduceScatterIssue(bool async, const void* sendbuf, void* recvbuf, size_t count,
-                          DataType dtype, ReduceOp op);
-  Work allToAllIssue(bool async, const void* sendbuf, void* recvbuf, size_t count,
-                     DataType dtype);
+  // Every collective but the barrier: checked against its row of
+  // collectives/collective_table.h, then run in issue order (ring/communicator_calls.cc).
+  Work issue(bool async, CollectiveKind kind, const void* sendbuf, void* recvbuf, size_t count,
+             DataType dtype, ReduceOp op = ReduceOp::kSum, int root = -1);
   Work sendIssue(bool async, const void* buf, size_t count, DataType dtype, int peer);
   Work recvIssue(bool async, void* buf, size_t count, DataType dtype, int peer);
   Work barrierIssue(bool async);

@@ -4,11 +4,13 @@
 #include <limits>
 
 #include "base/error.h"
+#include "collectives/schedule_math.h"
 #include "ring/communicator_impl.h"
 
 // The public operations of a Communicator: each validates its arguments on the issuing
-// thread (kInvalidArgument, nothing sent), builds the CollectiveCall and hands its run to
-// the operation queue, blocking (the form without Async) or not.
+// thread (kInvalidArgument, nothing sent; a collective by the buffer shape of its row in
+// collectives/collective_table.h), builds the CollectiveCall and hands its run to the
+// operation queue, blocking (the form without Async) or not.
 namespace gyre {
 
 namespace {
@@ -22,13 +24,6 @@ CollectiveCall makeCall(CollectiveKind kind, size_t count, DataType dtype,
   call.count = count;
   call.root = root;
   return call;
-}
-
-// Whether [a, a + aBytes) and [b, b + bBytes) share a byte.
-bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
-  auto x = reinterpret_cast<uintptr_t>(a);
-  auto y = reinterpret_cast<uintptr_t>(b);
-  return aBytes && bBytes && x < y + bBytes && y < x + aBytes;
 }
 
 }  // namespace
@@ -82,122 +77,127 @@ void Communicator::Impl::checkShares(const char* what, const void* whole, const 
   }
 }
 
+void Communicator::Impl::validate(const char* what, const void* sendbuf, const void* recvbuf,
+                                  size_t count, DataType dtype, ReduceOp op) const {
+  if (!isValid(dtype)) {
+    fail(ErrorCode::kInvalidArgument, "rank {}: {}: unknown dtype {}", rank_, what,
+         static_cast<int>(dtype));
+  }
+  if (!isValid(op)) {
+    fail(ErrorCode::kInvalidArgument, "rank {}: {}: unknown reduce op {}", rank_, what,
+         static_cast<int>(op));
+  }
+  if (count > 0 && (sendbuf == nullptr || recvbuf == nullptr)) {
+    fail(ErrorCode::kInvalidArgument, "rank {}: {}: null {} with count {}", rank_, what,
+         sendbuf == nullptr ? "sendbuf" : "recvbuf", count);
+  }
+  if (count > (std::numeric_limits<size_t>::max() / 2) / dtypeSize(dtype)) {
+    fail(ErrorCode::kInvalidArgument, "rank {}: {}: count {} is too large", rank_, what, count);
+  }
+}
+
+void Communicator::Impl::checkCall(const CollectiveRow& row, const void* sendbuf,
+                                   const void* recvbuf, size_t count, DataType dtype,
+                                   ReduceOp op, int root) const {
+  const char* what = row.name;
+  if (rooted(row.shape)) checkRoot(what, root);
+  switch (row.shape) {
+    case BufferShape::kNone:
+    case BufferShape::kPointToPoint: return;
+    case BufferShape::kOneBuffer: return validate(what, recvbuf, recvbuf, count, dtype, op);
+    case BufferShape::kWhole:
+      validate(what, sendbuf, recvbuf, count, dtype, op);
+      return checkDistinctOrSame(what, sendbuf, recvbuf, count, dtype);
+    case BufferShape::kToRoot:
+      // Only the root's recvbuf is used; elsewhere it may be null.
+      if (rank_ != root) return validate(what, sendbuf, sendbuf, count, dtype, op);
+      validate(what, sendbuf, recvbuf, count, dtype, op);
+      return checkDistinctOrSame(what, sendbuf, recvbuf, count, dtype);
+    case BufferShape::kGather:
+      validate(what, sendbuf, recvbuf, count, dtype, op);
+      return checkShares(what, recvbuf, sendbuf, count, dtype);
+    case BufferShape::kScatter:
+      validate(what, sendbuf, recvbuf, count, dtype, op);
+      return checkShares(what, sendbuf, recvbuf, count, dtype);
+    case BufferShape::kPerPeer: {
+      validate(what, sendbuf, recvbuf, count, dtype, op);
+      checkPerRankCount(what, count, dtype);
+      const size_t bytes = count * dtypeSize(dtype) * static_cast<size_t>(size_);
+      if (overlaps(sendbuf, bytes, recvbuf, bytes)) {
+        fail(ErrorCode::kInvalidArgument, "rank {}: {}: sendbuf and recvbuf overlap", rank_,
+             what);
+      }
+      return;
+    }
+  }
+}
+
+// Every collective: checked on this thread against its row, then run in issue order.
+Work Communicator::issue(bool async, CollectiveKind kind, const void* sendbuf, void* recvbuf,
+                         size_t count, DataType dtype, ReduceOp op, int root) {
+  const CollectiveRow& row = collectiveRow(kind);
+  impl_->checkCall(row, sendbuf, recvbuf, count, dtype, op, root);
+  if (row.shape == BufferShape::kToRoot && rank() != root) recvbuf = nullptr;
+  CollectiveCall call = makeCall(kind, count, dtype, op, rooted(row.shape) ? root : -1);
+  Impl* impl = impl_.get();
+  return impl->issue(async, [=] { impl->run(call, sendbuf, recvbuf); });
+}
+
 void Communicator::allReduce(const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
                              ReduceOp op) {
-  allReduceIssue(false, sendbuf, recvbuf, count, dtype, op);
+  issue(false, CollectiveKind::kAllReduce, sendbuf, recvbuf, count, dtype, op);
 }
 
 Work Communicator::allReduceAsync(const void* sendbuf, void* recvbuf, size_t count,
                                   DataType dtype, ReduceOp op) {
-  return allReduceIssue(true, sendbuf, recvbuf, count, dtype, op);
-}
-
-Work Communicator::allReduceIssue(bool async, const void* sendbuf, void* recvbuf, size_t count,
-                                  DataType dtype, ReduceOp op) {
-  impl_->validate("allreduce", sendbuf, recvbuf, count, dtype, op);
-  impl_->checkDistinctOrSame("allreduce", sendbuf, recvbuf, count, dtype);
-  CollectiveCall call = makeCall(CollectiveKind::kAllReduce, count, dtype, op);
-  Impl* impl = impl_.get();
-  return impl->issue(async, [=] { impl->run(call, sendbuf, recvbuf); });
+  return issue(true, CollectiveKind::kAllReduce, sendbuf, recvbuf, count, dtype, op);
 }
 
 void Communicator::broadcast(void* buffer, size_t count, DataType dtype, int root) {
-  broadcastIssue(false, buffer, count, dtype, root);
+  issue(false, CollectiveKind::kBroadcast, buffer, buffer, count, dtype, ReduceOp::kSum, root);
 }
 
 Work Communicator::broadcastAsync(void* buffer, size_t count, DataType dtype, int root) {
-  return broadcastIssue(true, buffer, count, dtype, root);
-}
-
-Work Communicator::broadcastIssue(bool async, void* buffer, size_t count, DataType dtype,
-                                  int root) {
-  impl_->validate("broadcast", buffer, buffer, count, dtype, ReduceOp::kSum);
-  impl_->checkRoot("broadcast", root);
-  CollectiveCall call = makeCall(CollectiveKind::kBroadcast, count, dtype, ReduceOp::kSum, root);
-  Impl* impl = impl_.get();
-  return impl->issue(async, [=] { impl->run(call, buffer, buffer); });
+  return issue(true, CollectiveKind::kBroadcast, buffer, buffer, count, dtype, ReduceOp::kSum,
+               root);
 }
 
 void Communicator::reduce(const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
                           ReduceOp op, int root) {
-  reduceIssue(false, sendbuf, recvbuf, count, dtype, op, root);
+  issue(false, CollectiveKind::kReduce, sendbuf, recvbuf, count, dtype, op, root);
 }
 
 Work Communicator::reduceAsync(const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
                                ReduceOp op, int root) {
-  return reduceIssue(true, sendbuf, recvbuf, count, dtype, op, root);
-}
-
-Work Communicator::reduceIssue(bool async, const void* sendbuf, void* recvbuf, size_t count,
-                               DataType dtype, ReduceOp op, int root) {
-  impl_->checkRoot("reduce", root);
-  const bool isRoot = rank() == root;
-  // Only the root's recvbuf is used; elsewhere it may be null.
-  impl_->validate("reduce", sendbuf, isRoot ? recvbuf : sendbuf, count, dtype, op);
-  if (isRoot) impl_->checkDistinctOrSame("reduce", sendbuf, recvbuf, count, dtype);
-  if (!isRoot) recvbuf = nullptr;
-  CollectiveCall call = makeCall(CollectiveKind::kReduce, count, dtype, op, root);
-  Impl* impl = impl_.get();
-  return impl->issue(async, [=] { impl->run(call, sendbuf, recvbuf); });
+  return issue(true, CollectiveKind::kReduce, sendbuf, recvbuf, count, dtype, op, root);
 }
 
 void Communicator::allGather(const void* sendbuf, void* recvbuf, size_t count, DataType dtype) {
-  allGatherIssue(false, sendbuf, recvbuf, count, dtype);
+  issue(false, CollectiveKind::kAllGather, sendbuf, recvbuf, count, dtype);
 }
 
 Work Communicator::allGatherAsync(const void* sendbuf, void* recvbuf, size_t count,
                                   DataType dtype) {
-  return allGatherIssue(true, sendbuf, recvbuf, count, dtype);
-}
-
-Work Communicator::allGatherIssue(bool async, const void* sendbuf, void* recvbuf, size_t count,
-                                  DataType dtype) {
-  impl_->validate("allgather", sendbuf, recvbuf, count, dtype, ReduceOp::kSum);
-  impl_->checkShares("allgather", recvbuf, sendbuf, count, dtype);
-  CollectiveCall call = makeCall(CollectiveKind::kAllGather, count, dtype);
-  Impl* impl = impl_.get();
-  return impl->issue(async, [=] { impl->run(call, sendbuf, recvbuf); });
+  return issue(true, CollectiveKind::kAllGather, sendbuf, recvbuf, count, dtype);
 }
 
 void Communicator::reduceScatter(const void* sendbuf, void* recvbuf, size_t count,
                                  DataType dtype, ReduceOp op) {
-  reduceScatterIssue(false, sendbuf, recvbuf, count, dtype, op);
+  issue(false, CollectiveKind::kReduceScatter, sendbuf, recvbuf, count, dtype, op);
 }
 
 Work Communicator::reduceScatterAsync(const void* sendbuf, void* recvbuf, size_t count,
                                       DataType dtype, ReduceOp op) {
-  return reduceScatterIssue(true, sendbuf, recvbuf, count, dtype, op);
-}
-
-Work Communicator::reduceScatterIssue(bool async, const void* sendbuf, void* recvbuf,
-                                      size_t count, DataType dtype, ReduceOp op) {
-  impl_->validate("reducescatter", sendbuf, recvbuf, count, dtype, op);
-  impl_->checkShares("reducescatter", sendbuf, recvbuf, count, dtype);
-  CollectiveCall call = makeCall(CollectiveKind::kReduceScatter, count, dtype, op);
-  Impl* impl = impl_.get();
-  return impl->issue(async, [=] { impl->run(call, sendbuf, recvbuf); });
+  return issue(true, CollectiveKind::kReduceScatter, sendbuf, recvbuf, count, dtype, op);
 }
 
 void Communicator::allToAll(const void* sendbuf, void* recvbuf, size_t count, DataType dtype) {
-  allToAllIssue(false, sendbuf, recvbuf, count, dtype);
+  issue(false, CollectiveKind::kAllToAll, sendbuf, recvbuf, count, dtype);
 }
 
 Work Communicator::allToAllAsync(const void* sendbuf, void* recvbuf, size_t count,
                                  DataType dtype) {
-  return allToAllIssue(true, sendbuf, recvbuf, count, dtype);
-}
-
-Work Communicator::allToAllIssue(bool async, const void* sendbuf, void* recvbuf, size_t count,
-                                 DataType dtype) {
-  impl_->validate("alltoall", sendbuf, recvbuf, count, dtype, ReduceOp::kSum);
-  impl_->checkPerRankCount("alltoall", count, dtype);
-  const size_t bytes = count * dtypeSize(dtype) * static_cast<size_t>(size());
-  if (overlaps(sendbuf, bytes, recvbuf, bytes)) {
-    fail(ErrorCode::kInvalidArgument, "rank {}: alltoall: sendbuf and recvbuf overlap", rank());
-  }
-  CollectiveCall call = makeCall(CollectiveKind::kAllToAll, count, dtype);
-  Impl* impl = impl_.get();
-  return impl->issue(async, [=] { impl->run(call, sendbuf, recvbuf); });
+  return issue(true, CollectiveKind::kAllToAll, sendbuf, recvbuf, count, dtype);
 }
 
 void Communicator::send(const void* buf, size_t count, DataType dtype, int peer) {
@@ -250,7 +250,7 @@ void Communicator::barrier() { barrierIssue(false); }
 Work Communicator::barrierAsync() { return barrierIssue(true); }
 
 Work Communicator::barrierIssue(bool async) {
-  // A one-byte all-reduce: nobody leaves before everyone's byte went round.
+  // The barrier row's schedule is a one-byte max all-reduce of this byte.
   CollectiveCall call = makeCall(CollectiveKind::kBarrier, 1, DataType::kUint8, ReduceOp::kMax);
   Impl* impl = impl_.get();
   return impl->issue(async, [=] {

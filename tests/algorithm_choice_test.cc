@@ -18,7 +18,7 @@ namespace {
 
 using testing::check;
 
-Options withAlgo(AlgoKind algo) {
+Options withAlgo(AllReduceAlgo algo) {
   Options o;
   o.algo = algo;
   return o;
@@ -27,10 +27,10 @@ Options withAlgo(AlgoKind algo) {
 TEST(AlgorithmChoice, ForcedAlgorithmsAreHonoured) {
   for (bool shm : {false, true}) {
     for (size_t bytes : {size_t{8}, size_t{1} << 20, size_t{1} << 28}) {
-      EXPECT_EQ(chooseAllReduce(withAlgo(AlgoKind::kRing), bytes, 8, shm), AllReduceAlgo::kRing);
-      EXPECT_EQ(chooseAllReduce(withAlgo(AlgoKind::kTree), bytes, 8, shm), AllReduceAlgo::kTree);
+      EXPECT_EQ(chooseAllReduce(withAlgo(AllReduceAlgo::kRing), bytes, 8, shm), AllReduceAlgo::kRing);
+      EXPECT_EQ(chooseAllReduce(withAlgo(AllReduceAlgo::kTree), bytes, 8, shm), AllReduceAlgo::kTree);
     }
-    const Options rd = withAlgo(AlgoKind::kRecursiveDoubling);
+    const Options rd = withAlgo(AllReduceAlgo::kRecursiveDoubling);
     EXPECT_EQ(chooseAllReduce(rd, rd.slotBytes, 5, shm), AllReduceAlgo::kRecursiveDoubling);
     EXPECT_EQ(chooseAllReduce(rd, rd.slotBytes + 1, 5, shm), AllReduceAlgo::kRing);
   }
@@ -71,7 +71,7 @@ TEST(AlgorithmChoice, RanksWithDifferentSettingsFailAtCreation) {
   SpawnOptions so;
   so.options.timeout = std::chrono::seconds(20);
   so.perRank = [](int rank, Options& o) {
-    o.algo = rank == 2 ? AlgoKind::kTree : AlgoKind::kRing;
+    o.algo = rank == 2 ? AllReduceAlgo::kTree : AllReduceAlgo::kRing;
   };
   const auto start = std::chrono::steady_clock::now();
   try {
@@ -91,8 +91,12 @@ TEST(AlgorithmChoice, RanksWithDifferentSettingsFailAtCreation) {
 // creation check does not see), the algorithm in every slice's tag makes it a mismatch.
 TEST(AlgorithmChoice, TheAlgorithmIsPartOfTheTag) {
   CollectiveCall ring, tree;
-  ring.algo = static_cast<uint8_t>(AllReduceAlgo::kRing) + 1;
-  tree.algo = static_cast<uint8_t>(AllReduceAlgo::kTree) + 1;
+  ring.algo = static_cast<uint8_t>(AllReduceAlgo::kRing);
+  tree.algo = static_cast<uint8_t>(AllReduceAlgo::kTree);
+  // The values on the wire: 0 is "no algorithm" (every other collective).
+  EXPECT_EQ(ring.algo, 1);
+  EXPECT_EQ(tree.algo, 2);
+  EXPECT_EQ(static_cast<uint8_t>(AllReduceAlgo::kRecursiveDoubling), 3);
   EXPECT_NE(ring.tag(), tree.tag());
   EXPECT_NE(describe(ring.tag()).find("[ring]"), std::string::npos);
   EXPECT_NE(describe(tree).find("[tree]"), std::string::npos);

@@ -21,7 +21,6 @@ namespace {
 
 using testing::check;
 using testing::collectiveOptions;
-using testing::transportName;
 using testing::kGuard;
 using testing::kGuardBytes;
 using testing::expectFailsOnEveryRank;

@@ -22,7 +22,6 @@ namespace {
 
 using testing::check;
 using testing::collectiveOptions;
-using testing::transportName;
 
 constexpr size_t kGuard = 16;
 constexpr std::byte kGuardByte{0xa5};

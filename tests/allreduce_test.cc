@@ -73,7 +73,7 @@ class AllReduceRanks : public ::testing::TestWithParam<std::tuple<Wiring, int>> 
 
 // Every dtype, op and edge count under each algorithm: the small counts take recursive
 // doubling under auto, so the ring is forced once too.
-void everyDtypeOpAndEdgeCount(Wiring wiring, int n, AlgoKind algo) {
+void everyDtypeOpAndEdgeCount(Wiring wiring, int n, AllReduceAlgo algo) {
   SpawnOptions o = testOptions(512 * 1024, wiring);
   o.options.algo = algo;
   spawn(n, [n = n](Communicator& comm) {
@@ -92,12 +92,12 @@ void everyDtypeOpAndEdgeCount(Wiring wiring, int n, AlgoKind algo) {
 
 TEST_P(AllReduceRanks, EveryDtypeOpAndEdgeCount) {
   const auto [wiring, n] = GetParam();
-  everyDtypeOpAndEdgeCount(wiring, n, AlgoKind::kAuto);
+  everyDtypeOpAndEdgeCount(wiring, n, AllReduceAlgo::kAuto);
 }
 
 TEST_P(AllReduceRanks, EveryDtypeOpAndEdgeCountRing) {
   const auto [wiring, n] = GetParam();
-  everyDtypeOpAndEdgeCount(wiring, n, AlgoKind::kRing);
+  everyDtypeOpAndEdgeCount(wiring, n, AllReduceAlgo::kRing);
 }
 
 TEST_P(AllReduceRanks, LargerThanAllSlots) {

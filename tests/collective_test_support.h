@@ -28,10 +28,6 @@ inline SpawnOptions collectiveOptions(TransportKind transport) {
   return o;
 }
 
-inline const char* transportName(TransportKind t) {
-  return t == TransportKind::kTcp ? "tcp" : "shm";
-}
-
 // Runs `call` on every rank, where the ranks disagree. When every rank's result depends on
 // every other rank's share, every rank must fail in the call itself: kMismatch where it
 // saw the other call, or the abort of the rank that did, well within the timeout; the

@@ -435,7 +435,7 @@ TEST_F(GyreBenchTest, CompareAlgosInterleavesRingTreeAndAuto) {
     }
     ASSERT_EQ(lines.size(), sizes.size() + 1) << r.out;
     gyre::Options autoOptions = gyre::Options::fromEnvironment();
-    autoOptions.algo = gyre::AlgoKind::kAuto;
+    autoOptions.algo = gyre::AllReduceAlgo::kAuto;
     double worst = 0;
     size_t worstBytes = 0;
     for (size_t i = 0; i < sizes.size(); ++i) {

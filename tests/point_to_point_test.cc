@@ -40,8 +40,6 @@ SpawnOptions options(TransportKind transport) {
   return o;
 }
 
-const char* transportName(TransportKind t) { return t == TransportKind::kTcp ? "tcp" : "shm"; }
-
 // Byte j of message `salt`: not periodic, so a slice delivered at the wrong offset (a
 // multiple of the slot size) or from the wrong message shows.
 std::byte patternByte(uint64_t salt, size_t j) {

@@ -23,7 +23,6 @@ namespace {
 
 using testing::check;
 using testing::collectiveOptions;
-using testing::transportName;
 using testing::kGuard;
 using testing::kGuardBytes;
 
@@ -111,7 +110,7 @@ INSTANTIATE_TEST_SUITE_P(
 // in the same order (from root + 1 around to the root), so they carry the same bits.
 TEST(Reduce, RootsChunkMatchesRingAllReduceBitForBit) {
   SpawnOptions o = collectiveOptions(TransportKind::kTcp);
-  o.options.algo = AlgoKind::kRing;
+  o.options.algo = AllReduceAlgo::kRing;
   spawn(5, [](Communicator& comm) {
     const int n = comm.size();
     const size_t count = 5 * 4099;  // chunks of 4099: each spans several slices

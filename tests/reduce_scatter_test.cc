@@ -22,7 +22,6 @@ namespace {
 
 using testing::check;
 using testing::collectiveOptions;
-using testing::transportName;
 using testing::kGuard;
 using testing::kGuardBytes;
 using testing::expectFailsOnEveryRank;
@@ -112,7 +111,7 @@ INSTANTIATE_TEST_SUITE_P(
 // exactly share r and is reduced in the same order.
 TEST(ReduceScatter, MatchesRingAllReduceBitForBit) {
   SpawnOptions o = collectiveOptions(TransportKind::kShm);
-  o.options.algo = AlgoKind::kRing;
+  o.options.algo = AllReduceAlgo::kRing;
   for (int n : {3, 5}) {
     spawn(n, [](Communicator& comm) {
       const size_t n = static_cast<size_t>(comm.size());

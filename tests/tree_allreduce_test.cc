@@ -26,11 +26,9 @@ SpawnOptions treeOptions(TransportKind transport, size_t slotBytes = 16 * 1024, 
   o.options.transport = transport;
   o.options.slotBytes = slotBytes;
   o.options.slots = slots;
-  o.options.algo = AlgoKind::kTree;
+  o.options.algo = AllReduceAlgo::kTree;
   return o;
 }
-
-const char* transportName(TransportKind t) { return t == TransportKind::kShm ? "shm" : "tcp"; }
 
 // Whether every rank holds the same `bytes` at `data` (checked with the tree itself).
 void checkSameBitsEverywhere(Communicator& comm, const void* data, size_t bytes,

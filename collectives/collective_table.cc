@@ -1,0 +1,93 @@
+#include "collectives/collective_table.h"
+
+#include "base/error.h"
+#include "collectives/all_gather.h"
+#include "collectives/all_to_all.h"
+#include "collectives/recursive_doubling.h"
+#include "collectives/reduce_scatter.h"
+#include "collectives/ring_allreduce.h"
+#include "collectives/ring_broadcast.h"
+#include "collectives/ring_reduce.h"
+#include "collectives/tree_allreduce.h"
+
+namespace gyre {
+namespace {
+
+// Every all-reduce algorithm that can run a call (algorithm_choice.h picks one).
+constexpr AllReduceRow kAllReduceAlgos[] = {
+    {AllReduceAlgo::kRing,
+     [](const ScheduleArgs& a) {
+       ringAllReduce(a.ring, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
+     }},
+    {AllReduceAlgo::kTree,
+     [](const ScheduleArgs& a) {
+       treeAllReduce(a.ring, a.pipes, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
+     }},
+    {AllReduceAlgo::kRecursiveDoubling,
+     [](const ScheduleArgs& a) {
+       recursiveDoublingAllReduce(a.ring, a.pipes, a.rank, a.size, a.call, a.sendbuf,
+                                  a.recvbuf);
+     }},
+};
+
+void allReduceByAlgo(const ScheduleArgs& a) {
+  for (const AllReduceRow& row : kAllReduceAlgos) {
+    if (static_cast<uint8_t>(row.algo) == a.call.algo) return row.run(a);
+  }
+  fail(ErrorCode::kInternal, "rank {}: {} has no all-reduce algorithm {}", a.rank,
+       describe(a.call), a.call.algo);
+}
+
+constexpr CollectiveRow kCollectives[] = {
+    // kind, name, buffers, reduces, schedule
+    {CollectiveKind::kAllReduce, "allreduce", BufferShape::kWhole, true, allReduceByAlgo},
+    // A one-byte max all-reduce: nobody leaves before everyone's byte went round.
+    {CollectiveKind::kBarrier, "barrier", BufferShape::kNone, false, allReduceByAlgo},
+    {CollectiveKind::kBroadcast, "broadcast", BufferShape::kOneBuffer, false,
+     [](const ScheduleArgs& a) { ringBroadcast(a.ring, a.rank, a.size, a.call, a.recvbuf); }},
+    {CollectiveKind::kReduce, "reduce", BufferShape::kToRoot, true,
+     [](const ScheduleArgs& a) {
+       ringReduce(a.ring, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
+     }},
+    {CollectiveKind::kAllGather, "allgather", BufferShape::kGather, false,
+     [](const ScheduleArgs& a) {
+       ringAllGather(a.ring, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
+     }},
+    {CollectiveKind::kReduceScatter, "reducescatter", BufferShape::kScatter, true,
+     [](const ScheduleArgs& a) {
+       ringReduceScatter(a.ring, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
+     }},
+    {CollectiveKind::kSendRecv, "send/recv", BufferShape::kPointToPoint, false, nullptr},
+    {CollectiveKind::kAllToAll, "alltoall", BufferShape::kPerPeer, false,
+     [](const ScheduleArgs& a) {
+       pairwiseAllToAll(a.ring, a.pipes, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
+     }},
+};
+
+}  // namespace
+
+const CollectiveRow* findCollectiveRow(CollectiveKind kind) {
+  for (const CollectiveRow& row : kCollectives) {
+    if (row.kind == kind) return &row;
+  }
+  return nullptr;
+}
+
+const CollectiveRow& collectiveRow(CollectiveKind kind) {
+  if (const CollectiveRow* row = findCollectiveRow(kind)) return *row;
+  fail(ErrorCode::kInternal, "collective kind {} has no row", static_cast<int>(kind));
+}
+
+bool rooted(BufferShape shape) {
+  return shape == BufferShape::kOneBuffer || shape == BufferShape::kToRoot;
+}
+
+void runSchedule(const ScheduleArgs& args) {
+  const CollectiveRow& row = collectiveRow(args.call.kind);
+  if (!row.run) {
+    fail(ErrorCode::kInternal, "rank {}: {} has no schedule", args.rank, describe(args.call));
+  }
+  row.run(args);
+}
+
+}  // namespace gyre

@@ -1,0 +1,247 @@
+#include "ring/communicator_impl.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "collectives/algorithm_choice.h"
+#include "collectives/point_to_point.h"
+#include "host_kernels/reduce.h"
+
+// Communicator::Impl's bodies: connecting, running operations (each through its row of
+// collectives/collective_table.h), naming failures, aborting and splitting.
+namespace gyre {
+
+Communicator::Impl::Impl(std::shared_ptr<Store> store, int rank, int size,
+                         const Options& options, const std::string& listenHost,
+                         const std::string& prefix)
+    : options_(options),
+      rank_(rank),
+      size_(size),
+      store_(std::move(store)),
+      listenHost_(listenHost),
+      inspector_(rank, size, options.stallWarn, options.timeout) {
+  if (options_.slots < 2 || options_.slotBytes < 64) {
+    // The schedules keep up to two slices in flight on one pipe (ring, tree).
+    fail(ErrorCode::kInvalidArgument,
+         "rank {}: pipes need at least 2 slots of 64 bytes (slots {}, slot bytes {})", rank_,
+         options_.slots, options_.slotBytes);
+  }
+  prefix_ = prefix.empty() ? communicator_detail::nextCommPrefix(store_.get()) : prefix;
+  auto comm = std::make_shared<PrefixStore>(prefix_, store_);
+  comm->setTimeout(options_.timeout);
+  std::string token = options_.token;
+  if (token.empty()) {
+    if (rank_ == 0) comm->setString("token", communicator_detail::randomToken());
+    token = comm->getString("token");
+  }
+  BootstrapParams params;
+  params.rank = rank_;
+  params.size = size_;
+  params.commId = communicator_detail::fnv1a(token + "/" + comm->prefix());
+  params.token = token;
+  params.listenHost = listenHost;
+  // Every other rank: the ring's and trees' neighbours, the partners of recursive
+  // doubling, and of send/recv and all-to-all. (n-1 pipe pairs per rank; for very
+  // large groups these should be connected on first use instead.)
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    params.sendTo.push_back(p);
+    params.recvFrom.push_back(p);
+  }
+  pipes_ = connectPeers(*comm, params, options_);
+  for (auto& [peer, pipe] : pipes_.send) peerPipes_.send[peer] = pipe.get();
+  for (auto& [peer, pipe] : pipes_.recv) peerPipes_.recv[peer] = pipe.get();
+  if (size_ > 1) {
+    ring_.left = pipes_.recv.at((rank_ + size_ - 1) % size_).get();
+    ring_.right = pipes_.send.at((rank_ + 1) % size_).get();
+  }
+  std::vector<SendPipe*> send;
+  std::vector<RecvPipe*> recv;
+  for (auto& [peer, pipe] : pipes_.send) send.push_back(pipe.get());
+  for (auto& [peer, pipe] : pipes_.recv) recv.push_back(pipe.get());
+  inspector_.attach(std::move(send), std::move(recv));
+  ring_.timeout = options_.timeout;
+  ring_.spin = options_.spin;
+  ring_.aborted = &aborted_;
+  ring_.rank = rank_;
+  ring_.inspector = &inspector_;
+  log(LogLevel::kInfo, rank_, "communicator of {} ranks ready", size_);
+}
+
+Communicator::Impl::~Impl() {
+  queue_.reset();  // finishes what was issued, before the pipes close
+  if (!aborted_.load()) {
+    // Let the last slices reach the neighbours before the sockets close.
+    try {
+      auto bound = std::min<Clock::duration>(std::chrono::seconds(5), options_.timeout);
+      WaitContext w{Clock::now() + bound, &aborted_, options_.spin};
+      for (auto& [peer, pipe] : pipes_.send) pipe->flush(w);
+    } catch (const Error& e) {
+      log(LogLevel::kWarn, rank_, "closing: {}", e.what());
+    }
+  }
+}
+
+void Communicator::Impl::run(CollectiveCall call, const void* sendbuf, void* recvbuf) {
+  if (aborted_.load()) failAborted(call, seq_.load());
+  call.seq = seq_.fetch_add(1);
+  if (size_ > 1 && (call.kind == CollectiveKind::kAllReduce ||
+                    call.kind == CollectiveKind::kBarrier)) {
+    // In the tag: ranks that chose differently fail with a mismatch.
+    const size_t bytes = call.count * dtypeSize(call.dtype);
+    call.algo = static_cast<uint8_t>(chooseAllReduce(options_, bytes, size_, pipes_.allShm));
+  }
+  execute(call, [&] {
+    if (size_ == 1) return runSingle(call, sendbuf, recvbuf);
+    runSchedule(ScheduleArgs{ring_, peerPipes_, rank_, size_, call, sendbuf, recvbuf});
+  });
+}
+
+void Communicator::Impl::runSend(CollectiveCall call, int peer, const void* buf) {
+  if (aborted_.load()) failAborted(call, sendSeq_[peer]);
+  call.seq = sendSeq_[peer]++;
+  call.root = rank_;
+  execute(call, [&] { sendTo(ring_, peerPipes_, call, peer, buf); });
+}
+
+void Communicator::Impl::runRecv(CollectiveCall call, int peer, void* buf) {
+  if (aborted_.load()) failAborted(call, recvSeq_[peer]);
+  call.seq = recvSeq_[peer]++;
+  call.root = peer;
+  execute(call, [&] { recvFrom(ring_, peerPipes_, call, peer, buf); });
+}
+
+void Communicator::Impl::runSendRecv(CollectiveCall send, int sendPeer, const void* sendbuf,
+                                     CollectiveCall recv, int recvPeer, void* recvbuf) {
+  if (aborted_.load()) failAborted(send, sendSeq_[sendPeer]);
+  send.seq = sendSeq_[sendPeer]++;
+  send.root = rank_;
+  recv.seq = recvSeq_[recvPeer]++;
+  recv.root = recvPeer;
+  execute(send, [&] {
+    gyre::sendRecv(ring_, peerPipes_, send, sendPeer, sendbuf, recv, recvPeer, recvbuf);
+  });
+}
+
+void Communicator::Impl::failAborted(CollectiveCall call, uint32_t seq) {
+  call.seq = seq;
+  std::lock_guard<std::mutex> lock(abortMu_);
+  fail(ErrorCode::kAborted, "rank {}: {} called on an aborted communicator{}", rank_,
+       describe(call), firstError_.empty() ? "" : " (after: " + firstError_ + ")");
+}
+
+template <typename Body>
+void Communicator::Impl::execute(const CollectiveCall& call, Body&& body) {
+  inspector_.begin(call);
+  try {
+    body();
+    inspector_.end();
+  } catch (const Error& e) {
+    failCollective(call, e);
+  } catch (const std::exception& e) {
+    // Not gyre's own (bad_alloc, say), yet the pipes must still be closed before return.
+    failCollective(call, Error(ErrorCode::kInternal, e.what()));
+  }
+}
+
+void Communicator::Impl::failCollective(const CollectiveCall& call, const Error& e) {
+  std::string localAbort;
+  {
+    std::lock_guard<std::mutex> lock(abortMu_);
+    localAbort = localAbortReason_;
+  }
+  Failure failure = classifyFailure(e, rank_, inspector_, localAbort);
+  std::string message = failureMessage(rank_, call, inspector_.bytesSent(),
+                                       inspector_.bytesReceived(), failure);
+  log(LogLevel::kError, rank_, "{}", message);
+  // Before returning: the pipes may still send from the caller's buffers.
+  abortAll(abortNotice(failure, rank_, call.seq), message);
+  throw Error(failure.code, message);
+}
+
+void Communicator::Impl::abortAll(const PeerStatus& notice, const std::string& message) {
+  std::lock_guard<std::mutex> lock(abortMu_);
+  if (firstError_.empty()) firstError_ = message;
+  aborted_.store(true);
+  if (pipesClosed_) return;
+  pipesClosed_ = true;
+  // Forward first: the data direction is where every waiting rank listens.
+  for (auto& [peer, pipe] : pipes_.send) pipe->publish(notice);
+  for (auto& [peer, pipe] : pipes_.recv) pipe->publish(notice);
+}
+
+void Communicator::Impl::abortFromUser() {
+  std::string reason = fmt::format("abort() was called on rank {}", rank_);
+  {
+    std::lock_guard<std::mutex> lock(abortMu_);
+    if (!localAbortReason_.empty()) return;
+    localAbortReason_ = reason;
+  }
+  log(LogLevel::kWarn, rank_, "{}", reason);
+  Failure failure;
+  failure.code = ErrorCode::kAborted;
+  failure.culprit = rank_;
+  failure.reporter = rank_;
+  failure.detail = reason;
+  abortAll(abortNotice(failure, rank_, seq_.load()), reason);
+}
+
+// One rank: every collective is a local copy of one share (avg of one value included).
+void Communicator::Impl::runSingle(const CollectiveCall& call, const void* sendbuf,
+                                   void* recvbuf) {
+  const CollectiveRow& row = collectiveRow(call.kind);
+  const size_t bytes = call.count * dtypeSize(call.dtype);
+  if (bytes == 0 || recvbuf == nullptr) return;
+  if (row.shape == BufferShape::kNone || row.shape == BufferShape::kOneBuffer) return;
+  if (row.reduces && call.op == ReduceOp::kAvg) {
+    scaleCopy(recvbuf, nullptr, sendbuf, call.count, call.dtype, 1);
+  } else if (sendbuf != recvbuf) {
+    copy2(recvbuf, nullptr, sendbuf, bytes);
+  }
+}
+
+// Every rank publishes (color, key) under this communicator's keys, reads everyone's, and
+// joins the ranks of its color (ordered by key, then rank) under a key prefix of its own.
+std::unique_ptr<Communicator::Impl> Communicator::Impl::split(int color, int key) {
+  if (aborted_.load()) {
+    std::lock_guard<std::mutex> lock(abortMu_);
+    fail(ErrorCode::kAborted, "rank {}: split called on an aborted communicator{}", rank_,
+         firstError_.empty() ? "" : " (after: " + firstError_ + ")");
+  }
+  const int n = splits_++;
+  PrefixStore store(fmt::format("{}/split{}", prefix_, n), store_);
+  store.setTimeout(options_.timeout);
+  store.setString(fmt::format("{}", rank_), fmt::format("{} {}", color, key));
+  struct Member {
+    int key, rank;
+    bool operator<(const Member& o) const { return key != o.key ? key < o.key : rank < o.rank; }
+  };
+  std::vector<Member> members;
+  for (int r = 0; r < size_; ++r) {
+    int c = 0;
+    int k = 0;
+    std::string entry = store.getString(fmt::format("{}", r));
+    if (std::sscanf(entry.c_str(), "%d %d", &c, &k) != 2) {
+      fail(ErrorCode::kInternal, "rank {}: split: malformed entry '{}' of rank {}", rank_,
+           entry, r);
+    }
+    if (c == color && color >= 0) members.push_back(Member{k, r});
+  }
+  // Everyone has read every entry before any rank leaves (so a rank that goes on to
+  // destroy this communicator cannot take the store with it too early).
+  if (store.add("read", 1) == size_) store.setString("all-read", "1");
+  store.wait({"all-read"});
+  if (color < 0) return nullptr;
+  std::sort(members.begin(), members.end());
+  int newRank = 0;
+  while (members[newRank].rank != rank_) ++newRank;
+  log(LogLevel::kInfo, rank_, "split {}: color {} key {} -> rank {} of {}", n, color, key,
+      newRank, members.size());
+  return std::make_unique<Impl>(store_, newRank, static_cast<int>(members.size()), options_,
+                                listenHost_, fmt::format("{}/split{}/color{}", prefix_, n, color));
+}
+
+}  // namespace gyre
