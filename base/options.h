@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <string>
 
+#include "base/export.h"
 #include "base/log.h"
 
 namespace gyre {
@@ -20,7 +21,7 @@ enum class TransportKind { kAuto, kTcp, kShm };
 enum class ThreadPriority { kAuto, kRealtime, kNice, kNormal };
 enum class AlgoKind { kAuto, kRing, kTree, kRecursiveDoubling };
 
-struct Options {
+struct GYRE_API Options {
   LogLevel logLevel = LogLevel::kWarn;                 // GYRE_DEBUG=WARN|INFO|TRACE
   std::chrono::milliseconds timeout{1800 * 1000};      // GYRE_TIMEOUT (seconds, as torch)
   // GYRE_STALL_WARN (seconds, decimals allowed): a collective that has waited this long
@@ -57,15 +58,15 @@ struct Options {
   static Options fromEnvironment();
 };
 
-const Options& globalOptions();
+GYRE_API const Options& globalOptions();
 
 // The GYRE_ALGO spelling of `algo`: "auto", "ring", "tree", "rd"; and back (false for any
 // other text).
-const char* algoKindName(AlgoKind algo);
-bool parseAlgoKind(const std::string& text, AlgoKind& algo);
+GYRE_API const char* algoKindName(AlgoKind algo);
+GYRE_API bool parseAlgoKind(const std::string& text, AlgoKind& algo);
 
 // "512K" -> 524288; plain numbers are bytes; K/M/G are powers of 2. Throws
 // kInvalidArgument naming `what` for anything else.
-size_t parseByteSize(const std::string& text, const char* what);
+GYRE_API size_t parseByteSize(const std::string& text, const char* what);
 
 }  // namespace gyre
