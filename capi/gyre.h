@@ -45,17 +45,14 @@
 
 #include <stddef.h>
 
-/* GYRE_C_API: what libgyre_c.so exports (it is built with -fvisibility=hidden, so the
- * C++ library inside it stays private and only these functions are in its dynamic
- * symbol table). */
-#if defined(__GNUC__) || defined(__clang__)
-#define GYRE_C_API __attribute__((visibility("default")))
-#else
-#define GYRE_C_API
-#endif
-
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+/* Everything declared below is what libgyre_c.so exports: the library is compiled with
+ * -fvisibility=hidden, so the C++ code inside it stays private. */
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC visibility push(default)
 #endif
 
 /* Values of gyreSuccess..gyreInternalError equal gyre::ErrorCode (base/error.h). */
@@ -117,70 +114,70 @@ typedef struct {
 /* ---- Errors ------------------------------------------------------------------------ */
 
 /* A static description of a result code ("invalid argument", ...). */
-GYRE_C_API const char* gyreGetErrorString(gyreResult_t result);
+const char* gyreGetErrorString(gyreResult_t result);
 /* The full message of the last failure on `comm` (NULL: of the calling thread, which
  * includes failures before a communicator exists, e.g. in init). "" if none. Successful
  * calls do not clear it. The string stays valid until this thread calls
  * gyreGetLastError again. */
-GYRE_C_API const char* gyreGetLastError(gyreComm_t comm);
+const char* gyreGetLastError(gyreComm_t comm);
 
 /* ---- Communicators ------------------------------------------------------------------ */
 
 /* Starts a bootstrap store in this process on a free port of MASTER_ADDR (default
  * 127.0.0.1) and writes its address and a random job token into *uniqueId. */
-GYRE_C_API gyreResult_t gyreGetUniqueId(gyreUniqueId* uniqueId);
+gyreResult_t gyreGetUniqueId(gyreUniqueId* uniqueId);
 /* Collective over the nranks processes sharing commId: returns once all are connected. */
-GYRE_C_API gyreResult_t gyreCommInitRank(gyreComm_t* comm, int nranks, gyreUniqueId commId, int rank);
+gyreResult_t gyreCommInitRank(gyreComm_t* comm, int nranks, gyreUniqueId commId, int rank);
 /* torchrun's RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (rank 0 serves the store there). */
-GYRE_C_API gyreResult_t gyreCommInitFromEnv(gyreComm_t* comm);
+gyreResult_t gyreCommInitFromEnv(gyreComm_t* comm);
 /* Finishes the operations issued on comm and frees it. NULL is a no-op (as free()). */
-GYRE_C_API gyreResult_t gyreCommDestroy(gyreComm_t comm);
+gyreResult_t gyreCommDestroy(gyreComm_t comm);
 /* Ends pending and later operations with gyreAborted and tells the other ranks. Any
  * thread, any time, idempotent. Does not free comm: call gyreCommDestroy. */
-GYRE_C_API gyreResult_t gyreCommAbort(gyreComm_t comm);
-GYRE_C_API gyreResult_t gyreCommCount(const gyreComm_t comm, int* count);
-GYRE_C_API gyreResult_t gyreCommUserRank(const gyreComm_t comm, int* rank);
+gyreResult_t gyreCommAbort(gyreComm_t comm);
+gyreResult_t gyreCommCount(const gyreComm_t comm, int* count);
+gyreResult_t gyreCommUserRank(const gyreComm_t comm, int* rank);
 /* Collective over comm: ranks with the same color form *newcomm, ordered by key (ties by
  * rank). A negative color (GYRE_SPLIT_NOCOLOR) joins none and gets *newcomm = NULL. */
-GYRE_C_API gyreResult_t gyreCommSplit(gyreComm_t comm, int color, int key, gyreComm_t* newcomm);
+gyreResult_t gyreCommSplit(gyreComm_t comm, int color, int key, gyreComm_t* newcomm);
 
 /* ---- Collectives (blocking) --------------------------------------------------------- */
 /* In-place rules are NCCL's: sendbuff == recvbuff for all-reduce, broadcast and reduce;
  * sendbuff == recvbuff + rank * sendcount for all-gather; recvbuff == sendbuff + rank *
  * recvcount for reduce-scatter; all-to-all buffers must not overlap. */
 
-GYRE_C_API gyreResult_t gyreAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+gyreResult_t gyreAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            gyreDataType_t datatype, gyreRedOp_t op, gyreComm_t comm);
 /* recvbuff on every rank becomes root's data. On root, sendbuff is copied to recvbuff
  * first when they differ; elsewhere sendbuff is ignored (it may be NULL). */
-GYRE_C_API gyreResult_t gyreBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+gyreResult_t gyreBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                            gyreDataType_t datatype, int root, gyreComm_t comm);
 /* recvbuff is written only on root (it may be NULL elsewhere). */
-GYRE_C_API gyreResult_t gyreReduce(const void* sendbuff, void* recvbuff, size_t count, gyreDataType_t datatype,
+gyreResult_t gyreReduce(const void* sendbuff, void* recvbuff, size_t count, gyreDataType_t datatype,
                         gyreRedOp_t op, int root, gyreComm_t comm);
 /* recvbuff holds nranks * sendcount elements: rank r's sendbuff at r * sendcount. */
-GYRE_C_API gyreResult_t gyreAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+gyreResult_t gyreAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                            gyreDataType_t datatype, gyreComm_t comm);
 /* sendbuff holds nranks * recvcount elements; rank r gets the reduction of block r. */
-GYRE_C_API gyreResult_t gyreReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+gyreResult_t gyreReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                gyreDataType_t datatype, gyreRedOp_t op, gyreComm_t comm);
 /* Block p (count elements) of sendbuff goes to rank p; block p of recvbuff comes from p. */
-GYRE_C_API gyreResult_t gyreAllToAll(const void* sendbuff, void* recvbuff, size_t count,
+gyreResult_t gyreAllToAll(const void* sendbuff, void* recvbuff, size_t count,
                           gyreDataType_t datatype, gyreComm_t comm);
 /* The receiver's count and datatype must match the sender's (gyreMismatch otherwise). A
  * send larger than the pipe (GYRE_SLOTS x GYRE_SLOT_BYTES) finishes only once the peer
  * receives. Operations run one at a time in issue order, async ones too, so ranks that
  * send to each other at the same time (a ring shift, an exchange) use gyreSendRecv. */
-GYRE_C_API gyreResult_t gyreSend(const void* sendbuff, size_t count, gyreDataType_t datatype, int peer,
+gyreResult_t gyreSend(const void* sendbuff, size_t count, gyreDataType_t datatype, int peer,
                       gyreComm_t comm);
-GYRE_C_API gyreResult_t gyreRecv(void* recvbuff, size_t count, gyreDataType_t datatype, int peer,
+gyreResult_t gyreRecv(void* recvbuff, size_t count, gyreDataType_t datatype, int peer,
                       gyreComm_t comm);
 /* Sends to sendpeer and receives from recvpeer at once (MPI_Sendrecv; NCCL needs a
  * group for this): deadlock-free for any pattern in which every rank does the same
  * (shifts, exchanges), whatever the sizes. Blocking only. */
-GYRE_C_API gyreResult_t gyreSendRecv(const void* sendbuff, size_t sendcount, int sendpeer, void* recvbuff,
+gyreResult_t gyreSendRecv(const void* sendbuff, size_t sendcount, int sendpeer, void* recvbuff,
                           size_t recvcount, int recvpeer, gyreDataType_t datatype, gyreComm_t comm);
-GYRE_C_API gyreResult_t gyreBarrier(gyreComm_t comm);
+gyreResult_t gyreBarrier(gyreComm_t comm);
 
 /* ---- Asynchronous operations -------------------------------------------------------- */
 /* The same operations, returning at once with *request (NULL on failure to issue). A
@@ -189,37 +186,41 @@ GYRE_C_API gyreResult_t gyreBarrier(gyreComm_t comm);
  * operation still completes, and its buffers stay in use until it has: a later blocking
  * call on the communicator, or gyreCommDestroy, returns after it). */
 
-GYRE_C_API gyreResult_t gyreAllReduceAsync(const void* sendbuff, void* recvbuff, size_t count,
+gyreResult_t gyreAllReduceAsync(const void* sendbuff, void* recvbuff, size_t count,
                                 gyreDataType_t datatype, gyreRedOp_t op, gyreComm_t comm,
                                 gyreRequest_t* request);
 /* On root with sendbuff != recvbuff, the copy is made before returning, after the
  * operations issued before it have finished (they may use either buffer). */
-GYRE_C_API gyreResult_t gyreBroadcastAsync(const void* sendbuff, void* recvbuff, size_t count,
+gyreResult_t gyreBroadcastAsync(const void* sendbuff, void* recvbuff, size_t count,
                                 gyreDataType_t datatype, int root, gyreComm_t comm,
                                 gyreRequest_t* request);
-GYRE_C_API gyreResult_t gyreReduceAsync(const void* sendbuff, void* recvbuff, size_t count,
+gyreResult_t gyreReduceAsync(const void* sendbuff, void* recvbuff, size_t count,
                              gyreDataType_t datatype, gyreRedOp_t op, int root, gyreComm_t comm,
                              gyreRequest_t* request);
-GYRE_C_API gyreResult_t gyreAllGatherAsync(const void* sendbuff, void* recvbuff, size_t sendcount,
+gyreResult_t gyreAllGatherAsync(const void* sendbuff, void* recvbuff, size_t sendcount,
                                 gyreDataType_t datatype, gyreComm_t comm, gyreRequest_t* request);
-GYRE_C_API gyreResult_t gyreReduceScatterAsync(const void* sendbuff, void* recvbuff, size_t recvcount,
+gyreResult_t gyreReduceScatterAsync(const void* sendbuff, void* recvbuff, size_t recvcount,
                                     gyreDataType_t datatype, gyreRedOp_t op, gyreComm_t comm,
                                     gyreRequest_t* request);
-GYRE_C_API gyreResult_t gyreAllToAllAsync(const void* sendbuff, void* recvbuff, size_t count,
+gyreResult_t gyreAllToAllAsync(const void* sendbuff, void* recvbuff, size_t count,
                                gyreDataType_t datatype, gyreComm_t comm, gyreRequest_t* request);
-GYRE_C_API gyreResult_t gyreSendAsync(const void* sendbuff, size_t count, gyreDataType_t datatype, int peer,
+gyreResult_t gyreSendAsync(const void* sendbuff, size_t count, gyreDataType_t datatype, int peer,
                            gyreComm_t comm, gyreRequest_t* request);
-GYRE_C_API gyreResult_t gyreRecvAsync(void* recvbuff, size_t count, gyreDataType_t datatype, int peer,
+gyreResult_t gyreRecvAsync(void* recvbuff, size_t count, gyreDataType_t datatype, int peer,
                            gyreComm_t comm, gyreRequest_t* request);
-GYRE_C_API gyreResult_t gyreBarrierAsync(gyreComm_t comm, gyreRequest_t* request);
+gyreResult_t gyreBarrierAsync(gyreComm_t comm, gyreRequest_t* request);
 
 /* Never blocks. Running: *done = 0, returns gyreInProgress. Finished: *done = 1, returns
  * gyreSuccess or the operation's error (again on every later test or wait). */
-GYRE_C_API gyreResult_t gyreTest(gyreRequest_t request, int* done);
+gyreResult_t gyreTest(gyreRequest_t request, int* done);
 /* Blocks until the operation finished; returns gyreSuccess or its error. */
-GYRE_C_API gyreResult_t gyreWait(gyreRequest_t request);
+gyreResult_t gyreWait(gyreRequest_t request);
 /* Frees the handle (not the operation: see above). NULL is a no-op. */
-GYRE_C_API gyreResult_t gyreRequestFree(gyreRequest_t request);
+gyreResult_t gyreRequestFree(gyreRequest_t request);
+
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -2,12 +2,13 @@
 #
 # Included by the top level after every layer exists (it reads their targets). Makes:
 #   gyre_shared   libgyre.so.<soversion>: the objects of every core layer (base ..
-#                 ring), exporting only the public C++ API (GYRE_API, base/export.h).
+#                 ring), exporting only the public C++ API (GYRE_API: base/export.h).
 #   gyre_c_shared libgyre_c.so.<soversion>: the C API plus the same core objects, self-
 #                 contained (ctypes/cffi open it without libgyre.so), exporting only the
 #                 gyre* C functions.
-# (cmake/libgyre.map and libgyre_c.map list what each exports) and, with GYRE_INSTALL (default: when gyre is the top-level project, not when a parent
-# add_subdirectory()s it), `cmake --install` rules for
+# (cmake/libgyre.map and libgyre_c.map list what each exports), and, with GYRE_INSTALL
+# (default: when gyre is the top-level project, not when a parent add_subdirectory()s
+# it), `cmake --install` rules for
 #   include/gyre/<layer>/*.h       so users keep writing #include "ring/communicator.h"
 #   lib/libgyre_<layer>.a, libgyre_ddp.a, libgyre_c.a, libgyre.so*, libgyre_c.so*
 #   bin/gyrerun, gyre-bench, gyre-train (those that are built)
