@@ -27,8 +27,24 @@ include(CMakePackageConfigHelpers)
 option(GYRE_INSTALL "Generate gyre's install rules" ${PROJECT_IS_TOP_LEVEL})
 option(GYRE_BUILD_SHARED "Build libgyre.so and libgyre_c.so besides the static libraries" ON)
 
-set(GYRE_CORE_LAYERS gyre_base gyre_transport gyre_store gyre_host_kernels gyre_collectives
-                     gyre_ring)
+# The core layers: gyre_ring and every gyre_* layer it links, directly or not (found
+# from the targets, so a layer added below ring joins libgyre.so without an edit here).
+function(gyre_layers_below target out)
+  set(found ${target})
+  set(queue ${target})
+  while(queue)
+    list(POP_FRONT queue current)
+    get_target_property(deps ${current} LINK_LIBRARIES)
+    foreach(dep ${deps})
+      if(dep MATCHES "^gyre_" AND TARGET ${dep} AND NOT dep IN_LIST found)
+        list(APPEND found ${dep})
+        list(APPEND queue ${dep})
+      endif()
+    endforeach()
+  endwhile()
+  set(${out} ${found} PARENT_SCOPE)
+endfunction()
+gyre_layers_below(gyre_ring GYRE_CORE_LAYERS)
 # 0.x releases promise nothing between minor versions, so the SONAME carries the minor
 # version until 1.0 (libgyre.so.0.1), then only the major one.
 if(PROJECT_VERSION_MAJOR EQUAL 0)
