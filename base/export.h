@@ -8,6 +8,8 @@
 // code. Everything else (transports, schedules, the communicator's Impl) stays private
 // to the library, so it can change without breaking programs linked against it. The
 // static libraries use the same objects; for them the attribute changes nothing.
+// A new public function or class: mark it GYRE_API and add it to the allow-list in
+// tests/install_consumer/run_test.sh, which fails on any export it does not list.
 // Plain preprocessor, no dependencies: safe to include from any layer and from CUDA.
 #pragma once
 
