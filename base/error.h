@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "base/export.h"
+
 namespace gyre {
 
 enum class ErrorCode : int {
@@ -24,9 +26,9 @@ enum class ErrorCode : int {
   kInternal = 7,         // a broken invariant inside gyre: a bug, please report it
 };
 
-const char* errorCodeName(ErrorCode code);
+GYRE_API const char* errorCodeName(ErrorCode code);
 
-class Error : public std::runtime_error {
+class GYRE_API Error : public std::runtime_error {
  public:
   Error(ErrorCode code, const std::string& message);
   ErrorCode code() const { return code_; }
@@ -42,6 +44,6 @@ template <typename... Args>
 }
 
 // Throws kSystemError with `what` and strerror(err) appended.
-[[noreturn]] void failSystem(int err, const std::string& what);
+[[noreturn]] GYRE_API void failSystem(int err, const std::string& what);
 
 }  // namespace gyre

@@ -9,13 +9,15 @@
 
 #include <fmt/format.h>
 
+#include "base/export.h"
+
 namespace gyre {
 
 enum class LogLevel : int { kError = 0, kWarn = 1, kInfo = 2, kTrace = 3 };
 
-bool logEnabled(LogLevel level);
+GYRE_API bool logEnabled(LogLevel level);
 // rank < 0 means "not known yet" (before a communicator exists).
-void logLine(LogLevel level, int rank, std::string_view message);
+GYRE_API void logLine(LogLevel level, int rank, std::string_view message);
 
 template <typename... Args>
 void log(LogLevel level, int rank, fmt::format_string<Args...> f, Args&&... args) {

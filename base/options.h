@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 
+#include "base/export.h"
 #include "base/log.h"
 
 namespace gyre {
@@ -24,9 +25,8 @@ enum class ThreadPriority { kAuto, kRealtime, kNice, kNormal };
 // algorithm never is. The value travels in every slice's Tag (0 there: no algorithm), so
 // append only.
 enum class AllReduceAlgo : uint8_t { kAuto = 0, kRing = 1, kTree = 2, kRecursiveDoubling = 3 };
-using AlgoKind = AllReduceAlgo;  // the former name of Options::algo's type, for users' code
 
-struct Options {
+struct GYRE_API Options {
   LogLevel logLevel = LogLevel::kWarn;                 // GYRE_DEBUG=WARN|INFO|TRACE
   std::chrono::milliseconds timeout{1800 * 1000};      // GYRE_TIMEOUT (seconds, as torch)
   // GYRE_STALL_WARN (seconds, decimals allowed): a collective that has waited this long
@@ -63,18 +63,18 @@ struct Options {
   static Options fromEnvironment();
 };
 
-const Options& globalOptions();
+GYRE_API const Options& globalOptions();
 
 // The GYRE_ALGO spelling of `algo`: "auto", "ring", "tree", "rd"; and back (false for any
 // other text).
-const char* algoName(AllReduceAlgo algo);
-bool parseAlgo(const std::string& text, AllReduceAlgo& algo);
+GYRE_API const char* algoName(AllReduceAlgo algo);
+GYRE_API bool parseAlgo(const std::string& text, AllReduceAlgo& algo);
 
 // The GYRE_TRANSPORT spelling of `kind`: "auto", "tcp", "shm".
-const char* transportName(TransportKind kind);
+GYRE_API const char* transportName(TransportKind kind);
 
 // "512K" -> 524288; plain numbers are bytes; K/M/G are powers of 2. Throws
 // kInvalidArgument naming `what` for anything else.
-size_t parseByteSize(const std::string& text, const char* what);
+GYRE_API size_t parseByteSize(const std::string& text, const char* what);
 
 }  // namespace gyre

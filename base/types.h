@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/export.h"
+
 namespace gyre {
 
 enum class DataType : uint8_t {
@@ -37,9 +39,9 @@ inline bool isValid(DataType t) { return static_cast<unsigned>(t) < kNumDataType
 inline bool isValid(ReduceOp op) { return static_cast<unsigned>(op) < kNumReduceOps; }
 
 // Bytes per element; 0 for an invalid type.
-size_t dtypeSize(DataType t);
-bool isFloating(DataType t);
-const char* dtypeName(DataType t);  // "float", "bfloat16", ... ("?" if invalid)
-const char* opName(ReduceOp op);    // "sum", "prod", ... ("?" if invalid)
+GYRE_API size_t dtypeSize(DataType t);
+GYRE_API bool isFloating(DataType t);
+GYRE_API const char* dtypeName(DataType t);  // "float", "bfloat16", ... ("?" if invalid)
+GYRE_API const char* opName(ReduceOp op);    // "sum", "prod", ... ("?" if invalid)
 
 }  // namespace gyre

@@ -14,7 +14,8 @@
 // untimed op per group runs on inputs whose result is exact in any reduction order, and
 // #wrong counts the elements that differ, summed over ranks.
 //
-// Output contract (the peer harness parses it, ../shared/peers/README.md): rank 0
+// Output contract (scripts that parse nccl-tests' output parse it, and tests/gyre_bench_test
+// checks it): rank 0
 // alone writes stdout: per collective, `#` comment lines, one 13-column row per size
 //   size count type redop root | time algbw busbw #wrong (out-of-place) | same (in-place)
 // (redop "none" for collectives without one, root -1 for unrooted ones, a group the

@@ -49,6 +49,12 @@
 extern "C" {
 #endif
 
+/* Everything declared below is what libgyre_c.so exports: the library is compiled with
+ * -fvisibility=hidden, so the C++ code inside it stays private. */
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC visibility push(default)
+#endif
+
 /* Values of gyreSuccess..gyreInternalError equal gyre::ErrorCode (base/error.h). */
 typedef enum {
   gyreSuccess = 0,
@@ -211,6 +217,10 @@ gyreResult_t gyreTest(gyreRequest_t request, int* done);
 gyreResult_t gyreWait(gyreRequest_t request);
 /* Frees the handle (not the operation: see above). NULL is a no-op. */
 gyreResult_t gyreRequestFree(gyreRequest_t request);
+
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -4,7 +4,7 @@
 # The view is a folder of symbolic links in the build tree (layers/<name>/<folder> ->
 # <source>/<folder>), and it is the layer's only include directory: an `#include` of a
 # higher layer's header does not resolve, so a wrong arrow fails the build with "No such
-# file or directory" instead of waiting for a reviewer. The order (DESIGN.md):
+# file or directory" instead of waiting for a reviewer. The order (docs/DESIGN.md):
 #
 #   base <- transport <- store
 #   base <- host_kernels

@@ -11,6 +11,9 @@
 // slice as soon as it has landed, copies each result back while the next slice is
 // reduced, and at the end writes the flag from its copy stream (after the last copy), so
 // `stream` goes on with the result in place. Only the worker thread ever blocks on CUDA.
+// So the reduction runs on the CPU and every byte crosses the host link twice: gyre's
+// schedules never run on device memory (docs/DESIGN.md, "GPU buffers"); only a one-rank
+// communicator uses the device kernels (a copy, or avg's scaling, on `stream`).
 // Why staged and not fused kernels reading mapped pinned slots: cuda_kernels/NOTES.md.
 //
 // Contract:

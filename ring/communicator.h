@@ -40,6 +40,7 @@
 #include <memory>
 #include <string>
 
+#include "base/export.h"
 #include "base/options.h"
 #include "base/types.h"
 #include "ring/work.h"
@@ -49,7 +50,7 @@ namespace gyre {
 class Store;
 enum class CollectiveKind : uint8_t;
 
-class Communicator {
+class GYRE_API Communicator {
  public:
   // Reads RANK, WORLD_SIZE, MASTER_ADDR (default 127.0.0.1) and MASTER_PORT (default
   // 29500); rank 0 serves the bootstrap store there.
@@ -142,7 +143,8 @@ class Communicator {
   // pending and later calls fail naming this abort). Any thread, any time; idempotent.
   void abort();
 
-  class Impl;
+  // Private to the library: not exported from libgyre.so (base/export.h).
+  class GYRE_HIDDEN Impl;
 
  private:
   explicit Communicator(std::unique_ptr<Impl> impl);

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <functional>
 
+#include "base/export.h"
 #include "base/options.h"
 
 namespace gyre {
@@ -30,7 +31,8 @@ struct SpawnOptions {
   std::function<void(int rank, Options& options)> perRank;
 };
 
-void spawn(int nranks, const std::function<void(Communicator&)>& fn);
-void spawn(int nranks, const std::function<void(Communicator&)>& fn, const SpawnOptions& options);
+GYRE_API void spawn(int nranks, const std::function<void(Communicator&)>& fn);
+GYRE_API void spawn(int nranks, const std::function<void(Communicator&)>& fn,
+                    const SpawnOptions& options);
 
 }  // namespace gyre

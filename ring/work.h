@@ -18,9 +18,11 @@
 #include <exception>
 #include <memory>
 
+#include "base/export.h"
+
 namespace gyre {
 
-class Work {
+class GYRE_API Work {
  public:
   Work();
 

@@ -24,9 +24,11 @@
 #include <utility>
 #include <vector>
 
+#include "base/export.h"
+
 namespace gyre {
 
-class Store {
+class GYRE_API Store {
  public:
   // torch's default store timeout; a communicator sets its own (GYRE_TIMEOUT).
   static constexpr std::chrono::milliseconds kDefaultTimeout{300 * 1000};
@@ -64,7 +66,7 @@ class Store {
 };
 
 // Every key becomes "<prefix>/<key>" in `inner`. Thread-safe as `inner` is.
-class PrefixStore : public Store {
+class GYRE_API PrefixStore : public Store {
  public:
   PrefixStore(std::string prefix, std::shared_ptr<Store> inner)
       : prefix_(std::move(prefix)), inner_(std::move(inner)) {}

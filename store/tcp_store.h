@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "base/export.h"
 #include "store/store.h"
 #include "store/store_protocol.h"
 #include "transport/socket.h"
@@ -29,7 +30,7 @@ namespace gyre {
 
 class TcpStoreServer;  // store/tcp_store_server.h
 
-class TcpStore : public Store {
+class GYRE_API TcpStore : public Store {
  public:
   static std::shared_ptr<TcpStore> connect(const std::string& host, uint16_t port,
                                            std::chrono::milliseconds timeout);

@@ -3,12 +3,16 @@
 // bitwise-identical outputs on every rank.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include "base/error.h"
 #include "ring/communicator.h"
 #include "ring/spawn.h"
+#include "store/tcp_store.h"
 #include "test_values.h"
 
 namespace gyre {
@@ -176,17 +180,39 @@ TEST(Spawn, NamesTheFailingRank) {
   }
 }
 
+// A real store (served here), so that only the rank and size can be what is wrong: each
+// bad pair fails at once with kInvalidArgument naming it, and a good pair on the same
+// store then makes a working communicator.
 TEST(Communicator, RejectsBadRankAndSize) {
-  auto expectInvalid = [](int rank, int size) {
+  auto store = TcpStore::serve("127.0.0.1", 0, std::chrono::seconds(30));
+  auto expectInvalid = [&](std::shared_ptr<Store> s, int rank, int size,
+                           const std::string& text) {
+    SCOPED_TRACE("rank " + std::to_string(rank) + " size " + std::to_string(size));
+    const auto start = std::chrono::steady_clock::now();
     try {
-      Communicator::create(nullptr, rank, size);
+      Communicator::create(s, rank, size);
+      ADD_FAILURE() << "accepted rank " << rank << " size " << size;
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
-      return;
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
     }
-    ADD_FAILURE() << "accepted rank " << rank << " size " << size;
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
   };
-  expectInvalid(0, 1);   // null store
+  expectInvalid(store, -1, 2, "rank -1 is outside [0, 2)");
+  expectInvalid(store, 2, 2, "rank 2 is outside [0, 2)");
+  expectInvalid(store, 7, 4, "rank 7 is outside [0, 4)");
+  expectInvalid(store, std::numeric_limits<int>::min(), 1, "is outside [0, 1)");
+  expectInvalid(store, 0, 0, "communicator size 0 must be >= 1");
+  expectInvalid(store, 0, -3, "communicator size -3 must be >= 1");
+  expectInvalid(store, -1, 0, "communicator size 0 must be >= 1");  // size is checked first
+  expectInvalid(nullptr, 0, 1, "null store");
+
+  // The store is still good for a valid pair.
+  auto comm = Communicator::create(store, 0, 1);
+  ASSERT_EQ(comm->size(), 1);
+  int32_t value = 41;
+  comm->allReduce(&value, &value, 1, DataType::kInt32, ReduceOp::kSum);
+  EXPECT_EQ(value, 41);
 }
 
 }  // namespace

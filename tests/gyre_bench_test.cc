@@ -75,7 +75,7 @@ struct Row {
   std::string time[2], algbw[2], busbw[2], wrong[2];
 };
 
-// Parses stdout the way ../shared/peers/summarize.py does: lines starting with '#' are
+// Parses stdout the way nccl-tests' summarising scripts do: lines starting with '#' are
 // comments; everything else must be a 13-column data row.
 std::vector<Row> parseRows(const std::string& out) {
   std::vector<Row> rows;

@@ -13,6 +13,7 @@ packages=(
   dataset-fashion-mnist                           # gyre-train's data
   iproute2                                        # multi-host tests in network namespaces
   clang                                           # libFuzzer targets (fuzz/)
+  python3                                         # install_consumer_test: libgyre_c.so from ctypes
 )
 
 missing=()

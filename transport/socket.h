@@ -16,11 +16,13 @@
 #include <string>
 #include <utility>
 
+#include "base/export.h"
+
 namespace gyre {
 
 using Clock = std::chrono::steady_clock;
 
-class Fd {
+class GYRE_API Fd {
  public:
   Fd() = default;
   explicit Fd(int fd) : fd_(fd) {}
@@ -45,7 +47,7 @@ class Fd {
   int fd_ = -1;
 };
 
-struct SocketAddress {
+struct GYRE_API SocketAddress {
   sockaddr_storage storage{};
   socklen_t length = 0;
 

@@ -1,5 +1,5 @@
-// gyre-train: data-parallel MLP training on Fashion-MNIST over gyre, the counterpart of
-// ../shared/peers/torch_ddp_fashion.py (same defaults, same progress line and JSON).
+// gyre-train: data-parallel MLP training on Fashion-MNIST over gyre, the counterpart of a
+// PyTorch DDP script on the same model and data (same defaults, same progress line and JSON).
 //
 //   gyrerun -n 4 gyre-train --epochs 5
 //   WORLD_SIZE=1 gyre-train --epochs 1 --max-samples 2000

@@ -1,5 +1,6 @@
 // gyre::train::Trainer: data-parallel training of the MLP on one rank of a communicator,
-// the loop of ../shared/peers/torch_ddp_fashion.py (PyTorch DDP) written against gyre.
+// the loop of a PyTorch DDP training script (DistributedSampler, DDP's bucketed gradient
+// all-reduce, SGD with momentum) written against gyre.
 //
 // Per epoch: the DistributedSampler is set to the epoch; after a barrier the rank walks its
 // shard in batches of `batch` (the last one partial), and for each: gather, forward,

@@ -8,7 +8,7 @@
 // bytes are in the kernel. A TcpRecvPipe holds K slots and is read by the thread that
 // waits on it: wait() reads frames (header, then payload) into free slots until the
 // oldest is complete. Kernel socket buffers are left to autotune (pinning a small
-// SO_SNDBUF is what stalls Gloo on delayed ACKs; see shared/peers/README.md).
+// SO_SNDBUF is what stalls Gloo on delayed ACKs).
 //
 // Status (pipe.h): a published PeerStatus travels as a control frame (wire.h), from the
 // sender between two data frames, from the receiver back on the otherwise unused

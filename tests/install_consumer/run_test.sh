@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# ctest install_consumer_test: gyre as a user outside this tree gets it.
+#
+#   run_test.sh BUILD_DIR WORK_DIR CXX [LAUNCHER] [SANITIZE]
+#
+# 1. `cmake --install BUILD_DIR --prefix WORK_DIR/prefix`; the install tree has the
+#    headers, libraries, tools and packages, and the shared libraries export only their
+#    public API (nm -D against an allow-list: a new export is a decision, not an accident).
+# 2. A copy of this folder's consumer project (CMakeLists.txt, consumer.cc) configured with
+#    find_package(gyre) against the prefix, built static (gyre::gyre) and shared
+#    (gyre::gyre_shared), both run (2 ranks, results checked exactly: consumer.cc).
+# 3. consumer.cc compiled with only `pkg-config --cflags --libs gyre`, and run.
+# 4. libgyre_c.so from Python ctypes (ctypes_check.py), except in sanitizer builds (an
+#    uninstrumented python cannot load a sanitized library without preloading its runtime).
+# WORK_DIR is emptied first and kept afterwards for a look at what failed.
+set -euo pipefail
+build=$1 work=$2 cxx=$3 launcher=${4:-} sanitize=${5:-}
+here=$(cd "$(dirname "$0")" && pwd)
+fail() { echo "install_consumer_test: FAILED: $*" >&2; exit 1; }
+step() { echo "== $*"; }
+
+case "$sanitize" in
+  "") sanflags="" ;;
+  address) sanflags="-fsanitize=address,undefined" ;;
+  thread) sanflags="-fsanitize=thread" ;;
+  *) fail "unknown sanitizer '$sanitize'" ;;
+esac
+
+rm -rf "$work"
+mkdir -p "$work/src"
+prefix=$work/prefix
+
+step "cmake --install into $prefix"
+cmake --install "$build" --prefix "$prefix" >"$work/install.log" || fail "install (see $work/install.log)"
+so=$(find "$prefix" -name libgyre.so -print -quit)
+[ -n "$so" ] || fail "no libgyre.so installed"
+libdir=$(dirname "$so")
+for f in include/gyre/ring/communicator.h include/gyre/ring/spawn.h include/gyre/store/tcp_store.h \
+         include/gyre/base/export.h include/gyre/ddp/grad_sync.h include/gyre/capi/gyre.h \
+         bin/gyrerun; do
+  [ -e "$prefix/$f" ] || fail "$f was not installed"
+done
+for f in libgyre_base.a libgyre_ring.a libgyre_ddp.a libgyre_c.a libgyre_c.so cmake/gyre/gyreConfig.cmake \
+         cmake/gyre/gyreConfigVersion.cmake cmake/gyre/gyreTargets.cmake pkgconfig/gyre.pc; do
+  [ -e "$libdir/$f" ] || fail "$libdir/$f was not installed"
+done
+echo "installed: $(cd "$prefix" && find . -type f | wc -l) files; $(cd "$prefix" && ls bin | tr '\n' ' ')"
+
+step "exports"
+soname=$(readelf -d "$so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+[[ "$soname" =~ ^libgyre\.so\.[0-9]+(\.[0-9]+)?$ ]] || fail "libgyre.so SONAME is '$soname'"
+exports=$(nm -D --defined-only "$so" | awk '{print $3}' | c++filt)
+allowed='^(gyre::(Communicator|Work|Error|Store|PrefixStore|TcpStore|Fd|SocketAddress|Options)::'
+allowed+='|gyre::(spawn|errorCodeName|failSystem|dtypeSize|isFloating|dtypeName|opName|logEnabled'
+allowed+='|logLine|globalOptions|algoKindName|parseAlgoKind|parseByteSize)\('
+allowed+='|(typeinfo|typeinfo name|vtable) for gyre::(Error|Store|PrefixStore|TcpStore)$)'
+stray=$(grep -Ev "$allowed" <<<"$exports" || true)
+[ -z "$stray" ] || fail "libgyre.so exports more than the public API:"$'\n'"$stray"
+! grep -q 'Communicator::Impl::' <<<"$exports" || fail "libgyre.so exports Communicator::Impl"
+grep -q '^gyre::Communicator::create(' <<<"$exports" || fail "libgyre.so lacks Communicator::create"
+echo "libgyre.so: SONAME $soname, $(wc -l <<<"$exports") symbols, all in the public API"
+c_exports=$(nm -D --defined-only "$libdir/libgyre_c.so" | awk '{print $3}')
+c_stray=$(grep -Ev '^gyre[A-Z][A-Za-z]*$' <<<"$c_exports" || true)
+[ -z "$c_stray" ] || fail "libgyre_c.so exports more than the C API:"$'\n'"$c_stray"
+grep -qx gyreAllReduce <<<"$c_exports" || fail "libgyre_c.so lacks gyreAllReduce"
+echo "libgyre_c.so: $(wc -l <<<"$c_exports") symbols, all gyre* C functions"
+
+step "find_package(gyre) consumer"
+cp "$here/CMakeLists.txt" "$here/consumer.cc" "$work/src/"
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+cmake -S "$work/src" -B "$work/consumer" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_COMPILER="$cxx" \
+  ${launcher:+-DCMAKE_CXX_COMPILER_LAUNCHER="$launcher"} \
+  -DCMAKE_CXX_FLAGS="$sanflags" -DCMAKE_EXE_LINKER_FLAGS="$sanflags" \
+  >"$work/configure.log" || fail "consumer configure (see $work/configure.log)"
+found=$(sed -n 's/^gyre_DIR:PATH=//p' "$work/consumer/CMakeCache.txt")
+[ "$found" = "$libdir/cmake/gyre" ] || fail "find_package found gyre in '$found', not the install tree"
+cmake --build "$work/consumer" >"$work/build.log" || fail "consumer build (see $work/build.log)"
+readelf -d "$work/consumer/consumer_shared" | grep -q "NEEDED.*\[$soname\]" \
+  || fail "consumer_shared does not load $soname"
+! readelf -d "$work/consumer/consumer_static" | grep -q 'NEEDED.*libgyre' \
+  || fail "consumer_static loads a shared gyre"
+echo -n "static: " && "$work/consumer/consumer_static"
+echo -n "shared: " && "$work/consumer/consumer_shared"
+
+step "pkg-config consumer"
+export PKG_CONFIG_PATH=$libdir/pkgconfig
+version=$(pkg-config --modversion gyre) || fail "pkg-config does not find gyre.pc"
+read -r -a pc_cflags <<<"$(pkg-config --cflags gyre)"
+read -r -a pc_libs <<<"$(pkg-config --libs gyre)"
+# shellcheck disable=SC2086  # $launcher and $sanflags are empty or one word each
+$launcher "$cxx" -std=c++20 -O1 $sanflags "${pc_cflags[@]}" "$work/src/consumer.cc" \
+  -o "$work/consumer_pc" "${pc_libs[@]}" -Wl,-rpath,"$libdir" \
+  || fail "compile with pkg-config --cflags --libs gyre ($version)"
+readelf -d "$work/consumer_pc" | grep -q "NEEDED.*\[$soname\]" || fail "consumer_pc does not load $soname"
+echo -n "pkg-config gyre $version: " && "$work/consumer_pc"
+
+step "ctypes"
+if [ -n "$sanitize" ]; then
+  echo "skipped in the $sanitize sanitizer build"
+else
+  command -v python3 >/dev/null || fail "python3 is missing (tools/setup.sh installs it)"
+  python3 "$here/ctypes_check.py" "$libdir/libgyre_c.so"
+fi
+echo "install_consumer_test: passed"
