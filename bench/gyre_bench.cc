@@ -41,6 +41,7 @@
 #include <getopt.h>
 
 #include "base/error.h"
+#include "base/launch_env.h"
 #include "base/options.h"
 #include "base/types.h"
 #include "bench/bench_collectives.h"
@@ -526,6 +527,8 @@ int main(int argc, char** argv) {
     return bench::runBench(*comm, options);
   } catch (const std::exception& e) {
     // gyre::Error names the peer and the collective; say which rank saw it.
+    // Before the communicator exists, the launcher's rank (mpirun's, srun's, torchrun's).
+    if (rank < 0) rank = launcherRank();
     std::fprintf(stderr, "gyre-bench: rank %s: %s\n",
                  rank >= 0 ? std::to_string(rank).c_str() : "?", e.what());
     return 1;
