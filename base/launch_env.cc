@@ -199,6 +199,15 @@ LaunchEnv resolveLaunchEnv(const EnvLookup& lookup) {
   const RankSource* source = nullptr;
   for (const RankSource& s : kSources) {
     Reader probe(lookup, launcherName(s.launcher));
+    // A Slurm batch script has SLURM_PROCID=0 and the job's SLURM_NTASKS but is not one
+    // of the job's tasks (only srun's tasks have a step id): it is a process on its own.
+    if (s.launcher == Launcher::kSlurm && probe.text(s.rank) && !probe.text("SLURM_STEP_ID") &&
+        !probe.text("SLURM_STEPID")) {
+      e.note =
+          "SLURM_PROCID is set but SLURM_STEP_ID is not: this runs in a Slurm batch script, "
+          "not as a task of srun; start the ranks with srun (srun -n N prog)";
+      continue;
+    }
     if (probe.text(s.rank) || probe.text(s.size)) {
       source = &s;
       break;

@@ -8,7 +8,9 @@
 //     LOCAL_WORLD_SIZE when set);
 //   Open MPI (mpirun): OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE;
 //   Slurm (srun): SLURM_PROCID, SLURM_STEP_NUM_TASKS (else SLURM_NTASKS), SLURM_LOCALID,
-//     and this node's entry of SLURM_STEP_TASKS_PER_NODE (else SLURM_TASKS_PER_NODE).
+//     and this node's entry of SLURM_STEP_TASKS_PER_NODE (else SLURM_TASKS_PER_NODE);
+//     only in a task of a step (SLURM_STEP_ID set): a batch script itself is no launch,
+//     and `note` says so.
 // MASTER_ADDR and MASTER_PORT win under every launcher. Without them:
 //   Open MPI: the address is mpirun's host, from OMPI_MCA_orte_hnp_uri (the first IPv4
 //     address in it that is not loopback; mpirun lists its host's interfaces there), so
@@ -44,6 +46,8 @@ struct LaunchEnv {
   std::string masterAddrFrom = "default";  // the variable it came from, or "default"
   int masterPort = 29500;
   std::string masterPortFrom = "default";  // a variable, or how it was derived
+  // With kNone: why launcher variables that are present were not taken ("" if none).
+  std::string note;
 
   // "Open MPI rank 1 of 4 (local 1 of 2), rank 0's store at 10.0.0.1:12345
   // (address from OMPI_MCA_orte_hnp_uri, port from the Open MPI job id)".

@@ -57,7 +57,8 @@ std::unique_ptr<Communicator> Communicator::fromEnvironment(const Options& optio
     fail(ErrorCode::kInvalidArgument,
          "no launcher found (RANK/WORLD_SIZE, OMPI_COMM_WORLD_*, SLURM_PROCID are unset): start "
          "the program with gyrerun (gyrerun -n 4 prog), torchrun, mpirun or srun, or set RANK "
-         "and WORLD_SIZE by hand");
+         "and WORLD_SIZE by hand{}",
+         launch.note.empty() ? "" : " (" + launch.note + ")");
   }
   const int rank = launch.rank, size = launch.size;
   const std::string host = launch.masterAddr;

@@ -144,7 +144,7 @@ TEST(LaunchEnv, OpenMpiOnSeveralNodesWithoutAnAddressSaysWhatToSet) {
 }
 
 TEST(LaunchEnv, Slurm) {
-  Vars v{{"SLURM_PROCID", "5"},       {"SLURM_NTASKS", "99"},
+  Vars v{{"SLURM_PROCID", "5"},       {"SLURM_NTASKS", "99"}, {"SLURM_STEP_ID", "0"},
          {"SLURM_STEP_NUM_TASKS", "7"}, {"SLURM_LOCALID", "2"},
          {"SLURM_NODEID", "1"},       {"SLURM_STEP_TASKS_PER_NODE", "4,3"},
          {"SLURM_JOB_ID", "123456"},  {"SLURM_STEP_NODELIST", "gpu[07-08]"},
@@ -171,6 +171,16 @@ TEST(LaunchEnv, Slurm) {
   EXPECT_EQ(e.masterAddr, "gpu01");
 }
 
+TEST(LaunchEnv, ASlurmBatchScriptIsNoTaskOfTheJob) {
+  // sbatch -n 4 runs the script once, with SLURM_PROCID=0 and SLURM_NTASKS=4 but no step.
+  LaunchEnv e = resolve({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_JOB_ID", "7"}});
+  EXPECT_EQ(e.launcher, Launcher::kNone);
+  EXPECT_NE(e.note.find("srun"), std::string::npos) << e.note;
+  e = resolve({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "4"}, {"SLURM_STEP_ID", "0"}});
+  EXPECT_EQ(e.launcher, Launcher::kSlurm);
+  EXPECT_EQ(e.rank, 1);
+}
+
 TEST(LaunchEnv, MalformedAndPartialValuesNameTheVariable) {
   std::string what = errorOf({{"RANK", "1"}});
   EXPECT_NE(what.find("WORLD_SIZE"), std::string::npos) << what;
@@ -183,7 +193,7 @@ TEST(LaunchEnv, MalformedAndPartialValuesNameTheVariable) {
   EXPECT_NE(what.find("Open MPI"), std::string::npos) << what;
   what = errorOf({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_PORT", "70000"}});
   EXPECT_NE(what.find("MASTER_PORT"), std::string::npos) << what;
-  what = errorOf({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"},
+  what = errorOf({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "3"},
                   {"SLURM_STEP_NODELIST", "node[1-"}});
   EXPECT_NE(what.find("SLURM_STEP_NODELIST"), std::string::npos) << what;
 }

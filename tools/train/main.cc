@@ -227,9 +227,9 @@ void writeJson(const Args& a, int world, const std::vector<EpochStats>& epochs, 
 // world of one with a private store on a free loopback port, so that several lone runs
 // on one machine never meet.
 std::unique_ptr<gyre::Communicator> joinJob() {
-  if (gyre::launchEnvFromProcess().launcher != gyre::Launcher::kNone) {
-    return gyre::Communicator::fromEnvironment();
-  }
+  const gyre::LaunchEnv launch = gyre::launchEnvFromProcess();
+  if (launch.launcher != gyre::Launcher::kNone) return gyre::Communicator::fromEnvironment();
+  if (!launch.note.empty()) std::fprintf(stderr, "gyre-train: warning: %s\n", launch.note.c_str());
   const gyre::Options options = gyre::Options::fromEnvironment();
   auto store = gyre::TcpStore::serve("127.0.0.1", 0, options.timeout);
   return gyre::Communicator::create(std::move(store), 0, 1, options, "127.0.0.1");
