@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "base/launch_env.h"
+#include "base/log.h"
 #include "ring/communicator_impl.h"
 #include "ring/host_identity.h"
 #include "store/store.h"
@@ -61,6 +62,7 @@ std::unique_ptr<Communicator> Communicator::fromEnvironment(const Options& optio
          launch.note.empty() ? "" : " (" + launch.note + ")");
   }
   const int rank = launch.rank, size = launch.size;
+  log(LogLevel::kInfo, rank, "{}", launch.describe());
   const std::string host = launch.masterAddr;
   const int port = launch.masterPort;
   if (rank == 0 && launch.masterAddrFrom == "OMPI_MCA_orte_hnp_uri" &&

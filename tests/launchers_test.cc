@@ -111,19 +111,26 @@ void expectEarlyErrorsNameRanks(const RunResult& r, int world, const std::string
   EXPECT_FALSE(contains(r.err, "rank ?")) << r.err;
 }
 
+// mpirun kills the other ranks as soon as one exits non-zero; each rank waits a second
+// after its error (keeping its status) so that every rank's message gets out.
+std::string lingeringAfterError(const std::string& command) {
+  return "sh -c '" + command + "; status=$?; sleep 1; exit $status'";
+}
+
 TEST(OpenMpi, OneHostGyreBenchAndGyreTrain) {
   if (!have("mpirun")) GTEST_SKIP() << "no mpirun (apt-get install openmpi-bin libopenmpi-dev)";
   const std::string bench = binary("gyre-bench");
   RunResult r = runShell("timeout -k 5 120 " + kCleanEnv + mpirun() + "-np 3 " + bench + kBenchArgs);
   expectBenchCorrect(r, 3, "Open MPI", contains(r.out, "MPI_Bcast") ? "MPI_Bcast" : "environment");
-  r = runShell("timeout -k 5 60 " + kCleanEnv + mpirun() + "-np 2 env GYRE_ALGO=bogus " + bench);
+  r = runShell("timeout -k 5 60 " + kCleanEnv + mpirun() + "-np 2 " +
+               lingeringAfterError("env GYRE_ALGO=bogus " + bench));
   expectEarlyErrorsNameRanks(r, 2, "gyre-bench");
   if (!haveTrainer()) GTEST_SKIP() << "gyre-train or " << kData << " missing";
   r = runShell("timeout -k 5 120 " + kCleanEnv + mpirun() + "-np 2 " + trainer() +
                " --epochs 1 --max-samples 1000");
   expectTrained(r, 2);
-  r = runShell("timeout -k 5 60 " + kCleanEnv + mpirun() + "-np 2 env GYRE_ALGO=bogus " +
-               trainer() + " --epochs 1 --max-samples 100");
+  r = runShell("timeout -k 5 60 " + kCleanEnv + mpirun() + "-np 2 " +
+               lingeringAfterError("env GYRE_ALGO=bogus " + trainer() + " --max-samples 100"));
   expectEarlyErrorsNameRanks(r, 2, "gyre-train");
 }
 
