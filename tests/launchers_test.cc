@@ -219,6 +219,20 @@ TEST(OpenMpi, AcrossTwoNetworkNamespaces) {
     // gyre-train has no MPI: it finds rank 0 at mpirun's address (OMPI_MCA_orte_hnp_uri).
     r = runShell(launch + trainer() + " --epochs 1 --max-samples 1000");
     expectTrained(r, 4);
+    // Rank 0 on the other host than mpirun: it cannot serve at mpirun's address, and says
+    // so at once (mpirun then stops the rest) instead of leaving the others waiting.
+    {
+      std::ofstream w(wrap);
+      w << "#!/bin/sh\nif [ \"$OMPI_COMM_WORLD_RANK\" -lt 2 ]; then exec nsenter --net=/run/netns/"
+        << hosts.b() << " \"$@\"; fi\nexec \"$@\"\n";
+    }
+    r = runShell(launch + trainer() + " --epochs 1 --max-samples 1000");
+    EXPECT_NE(r.exitCode, 0);
+    EXPECT_TRUE(contains(r.err, "gyre-train: error: rank 0: rank 0 does not run on mpirun's host"))
+        << r.err;
+    EXPECT_TRUE(contains(r.err, "MASTER_ADDR")) << r.err;
+    EXPECT_LT(r.seconds, 30) << r.err;
+    std::printf("[launchers] rank 0 away from mpirun's host: failed in %.1f s\n", r.seconds);
   }
   ::unlink(wrap.c_str());
 }

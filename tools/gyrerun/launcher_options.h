@@ -7,7 +7,8 @@
 // are accepted with their meaning (tools/gyrerun/torch_compat.h for the details). The first word that is not an option ends the
 // options: it is the program and the rest are its arguments, untouched (so the
 // program's own `-n` is never taken for ours). `--` also ends the options.
-// resolveMasterPort() is the only function here that touches the OS (it binds a socket).
+// resolveMasterPort() binds a socket; --nproc-per-node=auto|cpu|gpu counts this
+// machine's GPUs and CPUs while parsing; nothing else here touches the OS.
 // Plain data; no threads.
 #pragma once
 
