@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/launch_env.h"
 #include "base/types.h"
 #include "collectives/algorithm_choice.h"
 #include "store/tcp_store.h"
@@ -79,8 +80,7 @@ void measure(Communicator& comm, const std::shared_ptr<Store>& store, const Opti
 }  // namespace
 
 std::shared_ptr<Store> algoStore(Communicator& comm, const Options& options) {
-  const char* addr = std::getenv("MASTER_ADDR");
-  const std::string host = addr != nullptr && *addr != '\0' ? addr : "127.0.0.1";
+  const std::string host = masterAddressFromEnvironment();
   std::shared_ptr<TcpStore> served;
   uint64_t port = 0;
   if (comm.rank() == 0) {

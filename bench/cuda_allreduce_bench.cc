@@ -25,6 +25,7 @@
 
 #include "base/error.h"
 #include "base/half.h"
+#include "base/launch_env.h"
 #include "base/options.h"
 #include "ring/communicator.h"
 #include "cuda/cuda_communicator.h"
@@ -116,8 +117,8 @@ int run(int argc, char** argv) {
   const int n = comm->size(), rank = comm->rank();
   int devices = 0;
   check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
-  const char* local = std::getenv("LOCAL_RANK");
-  const int device = (local != nullptr ? std::atoi(local) : rank) % devices;
+  const int local = launchEnvFromProcess().localRank;
+  const int device = (local >= 0 ? local : rank) % devices;
   check(cudaSetDevice(device), "cudaSetDevice");
   const size_t esize = dtypeSize(f.dtype);
   const size_t count = f.bytes / esize;

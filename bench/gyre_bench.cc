@@ -42,11 +42,13 @@
 #include <getopt.h>
 
 #include "base/error.h"
+#include "base/launch_env.h"
 #include "base/options.h"
 #include "base/types.h"
 #include "bench/bench_collectives.h"
 #include "bench/calibrate.h"
 #include "bench/compare_algos.h"
+#include "bench/mpi_bootstrap.h"
 #include "ring/communicator.h"
 
 namespace gyre::bench {
@@ -366,6 +368,9 @@ std::vector<std::string> gatherRankRecords(Communicator& comm) {
   return records;
 }
 
+// How the ranks found each other, for the header: "MPI_Bcast" or the launcher's variables.
+const char* gBootstrap = "environment";
+
 // nccl-tests' header.
 void printHeader(Communicator& comm, const BenchOptions& o, const CollectiveInfo& c,
                  const std::vector<std::string>& records) {
@@ -378,6 +383,8 @@ void printHeader(Communicator& comm, const BenchOptions& o, const CollectiveInfo
   const Options& opt = comm.options();
   std::printf("# gyre: %d ranks, transport %s, algo %s, slots %zu x %zu B\n", comm.size(),
               transportName(opt.transport), algoName(opt.algo), opt.slots, opt.slotBytes);
+  std::printf("# gyre: launcher %s, bootstrap %s\n", launcherName(launchEnvFromProcess().launcher),
+              gBootstrap);
   std::printf("#\n");
   for (size_t r = 0; r < records.size(); ++r) {
     int pid = 0;
@@ -509,7 +516,10 @@ int main(int argc, char** argv) {
   try {
     Options commOptions = Options::fromEnvironment();
     if (options.algo) commOptions.algo = *options.algo;
-    std::unique_ptr<Communicator> comm = Communicator::fromEnvironment(commOptions);
+    // Under mpirun (gyre-bench built with MPI): rank 0's store address through MPI_Bcast.
+    std::unique_ptr<Communicator> comm = bench::communicatorFromMpi(commOptions);
+    if (comm) bench::gBootstrap = "MPI_Bcast";
+    if (!comm) comm = Communicator::fromEnvironment(commOptions);
     rank = comm->rank();
     // Same on every rank, so every rank stops here without a collective.
     if (std::string problem = bench::rankCountProblem(options, comm->size()); !problem.empty()) {
@@ -523,6 +533,8 @@ int main(int argc, char** argv) {
     return bench::runBench(*comm, options);
   } catch (const std::exception& e) {
     // gyre::Error names the peer and the collective; say which rank saw it.
+    // Before the communicator exists, the launcher's rank (mpirun's, srun's, torchrun's).
+    if (rank < 0) rank = launcherRank();
     std::fprintf(stderr, "gyre-bench: rank %s: %s\n",
                  rank >= 0 ? std::to_string(rank).c_str() : "?", e.what());
     return 1;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/launch_env.h"
 #include "store/tcp_store.h"
 
 namespace gyre::capi {
@@ -127,9 +128,9 @@ UniqueId decode(const char* bytes) {
 }
 
 UniqueId serveUniqueId(const Options& options) {
-  const char* master = std::getenv("MASTER_ADDR");
   UniqueId id;
-  id.host = (master && *master) ? master : "127.0.0.1";
+  // MASTER_ADDR, else what the launcher says of rank 0's host (base/launch_env.h).
+  id.host = masterAddressFromEnvironment();
   id.token = randomToken();
   char check[kUniqueIdBytes];
   encode(id, check);  // a host too long fails before a server starts

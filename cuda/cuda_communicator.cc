@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/launch_env.h"
 #include "base/log.h"
 #include "cuda_kernels/device_reduce.h"
 #include "ring/communicator.h"
@@ -362,8 +363,7 @@ std::unique_ptr<CudaCommunicator> CudaCommunicator::create(std::shared_ptr<Store
 
 std::unique_ptr<CudaCommunicator> CudaCommunicator::createBeside(Communicator& bootstrap,
                                                                  const CudaOptions& cuda) {
-  const char* env = std::getenv("MASTER_ADDR");
-  const std::string host = env != nullptr && *env != '\0' ? env : "127.0.0.1";
+  const std::string host = masterAddressFromEnvironment();
   const auto timeout = bootstrap.options().timeout;
   std::shared_ptr<TcpStore> store;
   uint32_t port = 0;

@@ -8,6 +8,8 @@
 #include <mutex>
 
 #include "base/error.h"
+#include "base/launch_env.h"
+#include "base/log.h"
 #include "ring/communicator_impl.h"
 #include "ring/host_identity.h"
 #include "store/store.h"
@@ -45,46 +47,31 @@ std::string nextCommPrefix(const Store* store) {
 
 }  // namespace communicator_detail
 
-namespace {
-
-const char* envOr(const char* name, const char* fallback) {
-  const char* v = std::getenv(name);
-  return (v && *v) ? v : fallback;
-}
-
-int envInt(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  long x = std::strtol(v, &end, 10);
-  if (*end != '\0' || x < 0 || x > (1 << 30)) {
-    fail(ErrorCode::kInvalidArgument, "{}='{}' is not a non-negative integer", name, v);
-  }
-  return static_cast<int>(x);
-}
-
-}  // namespace
-
 std::unique_ptr<Communicator> Communicator::fromEnvironment() {
   return fromEnvironment(Options::fromEnvironment());
 }
 
 std::unique_ptr<Communicator> Communicator::fromEnvironment(const Options& options) {
-  // torchrun's variables first, then mpirun's and Slurm's, so existing launchers work.
-  int rank = envInt("RANK", envInt("OMPI_COMM_WORLD_RANK", envInt("SLURM_PROCID", -1)));
-  int size = envInt("WORLD_SIZE", envInt("OMPI_COMM_WORLD_SIZE", envInt("SLURM_NTASKS", -1)));
-  if (rank < 0 || size < 1) {
+  // The launcher's variables (torchrun/gyrerun, Open MPI, Slurm): base/launch_env.h.
+  const LaunchEnv launch = launchEnvFromProcess();
+  if (launch.launcher == Launcher::kNone) {
     fail(ErrorCode::kInvalidArgument,
-         "RANK and WORLD_SIZE are not set: start the program with gyrerun (gyrerun -n 4 prog), "
-         "torchrun or mpirun, or set them by hand");
+         "no launcher found (RANK/WORLD_SIZE, OMPI_COMM_WORLD_*, SLURM_PROCID are unset): start "
+         "the program with gyrerun (gyrerun -n 4 prog), torchrun, mpirun or srun, or set RANK "
+         "and WORLD_SIZE by hand{}",
+         launch.note.empty() ? "" : " (" + launch.note + ")");
   }
-  if (rank >= size) {
-    fail(ErrorCode::kInvalidArgument, "RANK={} is not below WORLD_SIZE={}", rank, size);
-  }
-  std::string host = envOr("MASTER_ADDR", "127.0.0.1");
-  int port = envInt("MASTER_PORT", 29500);
-  if (port < 1 || port > 65535) {
-    fail(ErrorCode::kInvalidArgument, "MASTER_PORT={} is not a TCP port", port);
+  const int rank = launch.rank, size = launch.size;
+  log(LogLevel::kInfo, rank, "{}", launch.describe());
+  const std::string host = launch.masterAddr;
+  const int port = launch.masterPort;
+  if (rank == 0 && launch.masterAddrFrom == "OMPI_MCA_orte_hnp_uri" &&
+      localAddressToward(host) != host) {
+    fail(ErrorCode::kInvalidArgument,
+         "rank 0 does not run on mpirun's host ({}, from OMPI_MCA_orte_hnp_uri), where the "
+         "other ranks look for its store: run mpirun on rank 0's host, or export "
+         "MASTER_ADDR=<rank 0's host> to every rank (mpirun -x MASTER_ADDR=...)",
+         host);
   }
   std::shared_ptr<Store> store;
   if (rank == 0) {
@@ -104,7 +91,7 @@ std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store,
 
 std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store, int rank,
                                                    int size, const Options& options) {
-  return create(std::move(store), rank, size, options, envOr("MASTER_ADDR", "127.0.0.1"));
+  return create(std::move(store), rank, size, options, masterAddressFromEnvironment());
 }
 
 std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store, int rank,

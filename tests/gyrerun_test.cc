@@ -27,10 +27,11 @@ using gyre::testing::runShell;
 
 std::string gyrerunPath() { return binary("gyrerun"); }
 
-// Runs `gyrerun <args>` under a hard timeout.
+// Runs `gyrerun <args>` under a hard timeout. OMP_NUM_THREADS is set so that torchrun's
+// notice about it (gyrerun_torch_compat_test.cc) stays out of the stderr checked here.
 RunResult runGyrerun(const std::string& args, int timeoutSeconds = 60) {
-  return runShell("timeout -k 5 " + std::to_string(timeoutSeconds) + " " + gyrerunPath() + " " +
-                  args);
+  return runShell("OMP_NUM_THREADS=1 timeout -k 5 " + std::to_string(timeoutSeconds) + " " +
+                  gyrerunPath() + " " + args);
 }
 
 std::vector<std::string> lines(const std::string& text) {

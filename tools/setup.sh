@@ -12,6 +12,8 @@ packages=(
   libopenblas-dev zlib1g-dev                      # gyre-train: BLAS, gzip'd IDX files
   dataset-fashion-mnist                           # gyre-train's data
   iproute2                                        # multi-host tests in network namespaces
+  openmpi-bin libopenmpi-dev                      # mpirun tests; gyre-bench's MPI bootstrap
+  slurm-wlm                                       # srun tests (tools/slurm_local.sh)
   clang                                           # libFuzzer targets (fuzz/)
   python3                                         # install_consumer_test: libgyre_c.so from ctypes
 )

@@ -2,7 +2,8 @@
 //
 // Parses the command line, picks MASTER_ADDR/MASTER_PORT, routes SIGCHLD, SIGINT,
 // SIGTERM and SIGHUP into a self-pipe, and hands over to RankSupervisor, whose return
-// value is the exit status. It uses nothing from the gyre library, so it builds and
+// value is the exit status. With --max-restarts K, a group that failed (status 1) is
+// started again, whole, up to K times (torchrun's behaviour); a signal to gyrerun ends it. It uses nothing from the gyre library, so it builds and
 // works while the library does not.
 #include <fcntl.h>
 #include <signal.h>
@@ -16,6 +17,7 @@
 #include "tools/gyrerun/launcher_options.h"
 #include "tools/gyrerun/rank_process.h"
 #include "tools/gyrerun/rank_supervisor.h"
+#include "tools/gyrerun/torch_compat.h"
 
 namespace {
 
@@ -68,6 +70,7 @@ int main(int argc, char** argv) {
 
   RankEnvironment env;
   env.masterAddr = options.masterAddr.empty() ? "127.0.0.1" : options.masterAddr;
+  env.runId = options.standalone && options.rdzvId == "none" ? randomRunId() : options.rdzvId;
   std::string error;
   env.masterPort = resolveMasterPort(options, error);
   if (env.masterPort < 0) {
@@ -80,8 +83,21 @@ int main(int argc, char** argv) {
     reportLine(std::string("cannot create the signal pipe: ") + std::strerror(errno));
     return 1;
   }
-  // Anything buffered now would be copied into every forked child.
-  std::fflush(nullptr);
-  RankSupervisor supervisor(options, env, signalFd);
-  return supervisor.run();
+  applyOmpDefault(options);
+  for (;;) {
+    // Anything buffered now would be copied into every forked child.
+    std::fflush(nullptr);
+    RankSupervisor supervisor(options, env, signalFd);
+    const int status = supervisor.run();
+    if (status != 1 || env.restartCount >= options.maxRestarts) return status;
+    ++env.restartCount;
+    // One node picked its port alone, so the new group may take a fresh one (the old
+    // store's port may still be in TIME_WAIT); several nodes keep the agreed one.
+    if (options.masterPort < 0 && options.nnodes == 1) {
+      const int port = resolveMasterPort(options, error);
+      if (port > 0) env.masterPort = port;
+    }
+    reportLine("restarting the local group (restart " + std::to_string(env.restartCount) +
+               " of at most " + std::to_string(options.maxRestarts) + ")");
+  }
 }

@@ -12,6 +12,8 @@
 #include <cstring>
 #include <optional>
 
+#include "tools/gyrerun/torch_compat.h"
+
 namespace gyre::tools {
 namespace {
 
@@ -28,12 +30,27 @@ const char kUsage[] =
 Starts N local ranks of `program` (torchrun-style) with RANK, WORLD_SIZE, LOCAL_RANK,
 LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, MASTER_ADDR and MASTER_PORT set.
 
-options (--opt VALUE or --opt=VALUE):
-  -n, --nproc-per-node N  ranks on this node (required)
-  --nnodes M              number of nodes (default 1)
+options (--opt VALUE or --opt=VALUE; `-` or `_` inside names):
+  -n, --nproc-per-node N  ranks on this node (required): a number, auto (one per GPU, else
+                          per CPU), cpu or gpu
+  --nnodes M              number of nodes (default 1); MIN:MAX only with MIN == MAX
   --node-rank R           this node's index, 0..M-1 (default 0); RANK = R*N + local rank
   --master-addr A         address of rank 0's bootstrap store (default 127.0.0.1)
   --master-port P         its port (default: 29500 with several nodes, else a free port)
+  --standalone            one node, a free local port, a random TORCHELASTIC_RUN_ID
+  --rdzv-endpoint H[:P]   rank 0's store at H:P (port default 29400), as torchrun's
+  --rdzv-backend B        c10d or static (both: rank 0 serves the store; ranks come from
+                          --node-rank, which several c10d nodes must give)
+  --rdzv-id ID            TORCHELASTIC_RUN_ID (default none)
+  --max-restarts K        after a rank fails, restart the whole local group up to K times
+                          (TORCHELASTIC_RESTART_COUNT counts them; default 0)
+  --monitor-interval S    accepted (gyrerun sees rank exits at once)
+  --role NAME             ROLE_NAME (default "default")
+  --no-python             run the program as is, even a .py (default: python3 -u X.py)
+  -m, --module            the program is a Python module (python3 -u -m MODULE)
+  --torch-launch          behave as python -m torch.distributed.launch: append
+                          --local_rank=N to the program's arguments...
+  --use-env               ...unless this is given (the ranks read LOCAL_RANK instead)
   --grace SECONDS         after a rank fails, how long the others may run on to report
                           their own errors before SIGTERM, then SIGKILL 1 s later
                           (default 3)
@@ -44,6 +61,11 @@ options (--opt VALUE or --opt=VALUE):
                           runs only on the (r mod k)-th of the k CPUs gyrerun may use
                           (as mpirun --bind-to core)
   -h, --help              this text
+
+With several ranks per node and OMP_NUM_THREADS unset, it is set to 1 (torchrun's
+notice is printed). Ranks also get ROLE_RANK, ROLE_WORLD_SIZE, ROLE_NAME,
+TORCHELASTIC_RUN_ID, TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS and
+TORCHELASTIC_USE_AGENT_STORE=False (rank 0 serves the store, as gyre expects).
 
 Exit status: 0 when every rank exited 0; 1 when a rank failed (exit code != 0 or a
 signal; the first failure is named on stderr); 2 for a wrong command line; 128+S when
@@ -82,9 +104,42 @@ std::string applyValue(const std::string& name, const std::string& value, Launch
     out = static_cast<int>(*v);
     return "";
   };
-  if (name == "nproc-per-node") return intIn(1, kMaxProcsPerNode, o.nprocPerNode);
-  if (name == "nnodes") return intIn(1, kMaxNodes, o.nnodes);
-  if (name == "node-rank") return intIn(0, kMaxNodes - 1, o.nodeRank);
+  if (name == "nproc-per-node") return parseNprocPerNode(value, o.nprocPerNode);
+  if (name == "nnodes") return parseNnodes(value, o.nnodes);
+  if (name == "node-rank") {
+    o.nodeRankGiven = true;
+    return intIn(0, kMaxNodes - 1, o.nodeRank);
+  }
+  if (name == "max-restarts") return intIn(0, 1 << 20, o.maxRestarts);
+  if (name == "monitor-interval") {
+    std::optional<double> v = parseSeconds(value);
+    if (!v) return "--monitor-interval wants a number of seconds in [0, 1e6], got '" + value + "'";
+    o.monitorInterval = *v;
+    return "";
+  }
+  if (name == "rdzv-endpoint") {
+    std::string host;
+    int port = 0;
+    std::string error = parseRdzvEndpoint(value, host, port);
+    if (!error.empty()) return error;
+    o.masterAddr = host;
+    o.masterPort = port;
+    return "";
+  }
+  if (name == "rdzv-backend") {
+    if (value != "c10d" && value != "static") {
+      return "--rdzv-backend=" + value +
+             " is not supported: use c10d or static (rank 0 serves gyre's store either way)";
+    }
+    o.rdzvBackend = value;
+    return "";
+  }
+  if (name == "rdzv-id" || name == "role") {
+    if (value.empty()) return "--" + name + " wants a value";
+    (name == "role" ? o.role : o.rdzvId) = value;
+    return "";
+  }
+  if (name == "rdzv-conf" || name == "start-method") return "";  // torchrun's, no meaning here
   if (name == "master-port") return intIn(1, 65535, o.masterPort);
   if (name == "master-addr") {
     if (value.empty()) return "--master-addr wants an address";
@@ -123,8 +178,11 @@ std::string applyValue(const std::string& name, const std::string& value, Launch
 }
 
 bool takesValue(const std::string& name) {
-  static const char* const kNames[] = {"nproc-per-node", "nnodes", "node-rank", "master-addr",
-                                       "master-port",    "grace",  "prefix", "bind"};
+  static const char* const kNames[] = {
+      "nproc-per-node", "nnodes",        "node-rank", "master-addr",  "master-port",
+      "grace",          "prefix",        "bind",      "max-restarts", "monitor-interval",
+      "rdzv-endpoint",  "rdzv-backend",  "rdzv-id",   "rdzv-conf",    "role",
+      "start-method"};
   return std::any_of(std::begin(kNames), std::end(kNames),
                      [&](const char* n) { return name == n; });
 }
@@ -156,6 +214,8 @@ ParseResult parseLaunchOptions(int argc, const char* const* argv) {
         hasValue = true;
       }
       std::replace(name.begin(), name.end(), '_', '-');
+    } else if (arg == "-m") {
+      name = "module";
     } else if (arg.rfind("-n", 0) == 0) {
       name = "nproc-per-node";
       if (arg.size() > 2) {
@@ -168,9 +228,21 @@ ParseResult parseLaunchOptions(int argc, const char* const* argv) {
     } else {
       break;  // the program
     }
-    if (name == "no-prefix" && !hasValue) {
-      o.prefix = PrefixMode::kNone;
-      continue;
+    if (!hasValue) {
+      bool* flag = name == "standalone"     ? &o.standalone
+                   : name == "no-python"    ? &o.noPython
+                   : name == "module"       ? &o.module
+                   : name == "torch-launch" ? &o.torchLaunch
+                   : name == "use-env"      ? &o.useEnv
+                                            : nullptr;
+      if (flag != nullptr) {
+        *flag = true;
+        continue;
+      }
+      if (name == "no-prefix") {
+        o.prefix = PrefixMode::kNone;
+        continue;
+      }
     }
     if (!takesValue(name)) {
       result.error = "unknown option " + arg;
@@ -187,6 +259,12 @@ ParseResult parseLaunchOptions(int argc, const char* const* argv) {
     if (!result.error.empty()) return result;
   }
   for (; i < argc; ++i) o.command.emplace_back(argv[i]);
+  if (o.standalone) {  // as torchrun: one node, whatever --nnodes said
+    o.nnodes = 1;
+    o.nodeRank = 0;
+    o.masterAddr = "127.0.0.1";
+    o.masterPort = -1;
+  }
 
   if (o.nprocPerNode == 0) {
     result.error = "--nproc-per-node is required";
@@ -197,6 +275,13 @@ ParseResult parseLaunchOptions(int argc, const char* const* argv) {
     result.error = "world size nnodes*nproc-per-node is too large";
   } else if (o.command.empty()) {
     result.error = "no program given";
+  } else if (o.noPython && o.module) {
+    result.error = "--no-python and --module exclude each other";
+  } else if (o.rdzvBackend == "c10d" && o.nnodes > 1 && !o.nodeRankGiven) {
+    result.error =
+        "--rdzv-backend=c10d on " + std::to_string(o.nnodes) +
+        " nodes needs --node-rank on each node: gyrerun numbers ranks by node (RANK = "
+        "node-rank * nproc-per-node + local rank), and the node at --rdzv-endpoint is 0";
   }
   return result;
 }

@@ -3,10 +3,12 @@
 // Contract: parseLaunchOptions() reads argv without side effects and returns either the
 // options or an error message for the user (or help requested). Options may be given as
 // `--opt value` or `--opt=value`, with `-` or `_` inside names (torchrun accepts both);
-// `-n N` (or `-nN`) is --nproc-per-node. The first word that is not an option ends the
+// `-n N` (or `-nN`) is --nproc-per-node. torchrun's and torch.distributed.launch's flags
+// are accepted with their meaning (tools/gyrerun/torch_compat.h for the details). The first word that is not an option ends the
 // options: it is the program and the rest are its arguments, untouched (so the
 // program's own `-n` is never taken for ours). `--` also ends the options.
-// resolveMasterPort() is the only function here that touches the OS (it binds a socket).
+// resolveMasterPort() binds a socket; --nproc-per-node=auto|cpu|gpu counts this
+// machine's GPUs and CPUs while parsing; nothing else here touches the OS.
 // Plain data; no threads.
 #pragma once
 
@@ -33,8 +35,26 @@ struct LaunchOptions {
   int nprocPerNode = 0;       // required, >= 1
   int nnodes = 1;             // >= 1
   int nodeRank = 0;           // 0 <= nodeRank < nnodes
+  bool nodeRankGiven = false;
   std::string masterAddr;     // empty: 127.0.0.1
   int masterPort = -1;        // -1: not given (see resolveMasterPort)
+  // torchrun's: --standalone (one node, a free local port, a random run id),
+  // --max-restarts (restart the whole local group after a failure, up to N times),
+  // --monitor-interval (accepted; gyrerun learns of exits at once through SIGCHLD),
+  // --rdzv-backend c10d|static and --rdzv-endpoint (rank 0's store there), --rdzv-id
+  // (TORCHELASTIC_RUN_ID), --role (ROLE_NAME), --no-python, -m/--module.
+  bool standalone = false;
+  int maxRestarts = 0;
+  double monitorInterval = 0.1;
+  std::string rdzvBackend = "static";
+  std::string rdzvId = "none";
+  std::string role = "default";
+  bool noPython = false;
+  bool module = false;
+  // torch.distributed.launch (--torch-launch): `--local_rank=N` is appended to the
+  // program's arguments unless --use-env is given.
+  bool torchLaunch = false;
+  bool useEnv = false;
   double graceSeconds = 3.0;  // after a rank fails, before SIGTERM to the others
   PrefixMode prefix = PrefixMode::kStderr;
   BindMode bind = BindMode::kNone;

@@ -13,6 +13,8 @@
 #include <cstring>
 #include <vector>
 
+#include "tools/gyrerun/torch_compat.h"
+
 extern char** environ;
 
 namespace gyre::tools {
@@ -31,6 +33,15 @@ std::vector<std::string> rankVariables(const LaunchOptions& o, const RankEnviron
       "GROUP_WORLD_SIZE=" + std::to_string(o.nnodes),
       "MASTER_ADDR=" + env.masterAddr,
       "MASTER_PORT=" + std::to_string(env.masterPort),
+      // torchrun's: one role, so role ranks are the ranks.
+      "ROLE_RANK=" + std::to_string(o.globalRank(localRank)),
+      "ROLE_WORLD_SIZE=" + std::to_string(o.worldSize()),
+      "ROLE_NAME=" + o.role,
+      "TORCHELASTIC_RUN_ID=" + env.runId,
+      "TORCHELASTIC_RESTART_COUNT=" + std::to_string(env.restartCount),
+      "TORCHELASTIC_MAX_RESTARTS=" + std::to_string(o.maxRestarts),
+      // False: rank 0 creates the store server (torch's TCPStore and gyre alike).
+      "TORCHELASTIC_USE_AGENT_STORE=False",
   };
 }
 
@@ -128,7 +139,7 @@ bool coreFor(int localRank, cpu_set_t& out, std::string& error) {
 std::unique_ptr<RankProcess> startRank(const LaunchOptions& options, const RankEnvironment& env,
                                        int localRank, OutputSink* out, OutputSink* err,
                                        std::string& error) {
-  std::vector<std::string> args = options.command;
+  std::vector<std::string> args = rankCommand(options, localRank);
   std::vector<std::string> vars = childEnvironment(options, env, localRank);
   std::vector<char*> argv = pointers(args);
   std::vector<char*> envp = pointers(vars);

@@ -3,7 +3,10 @@
 //
 // Contract: startRank() forks a child whose environment is gyrerun's plus the torchrun
 // variables of this rank (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
-// GROUP_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; any inherited values are replaced). The
+// GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE, ROLE_NAME, MASTER_ADDR, MASTER_PORT,
+// TORCHELASTIC_RUN_ID, TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS,
+// TORCHELASTIC_USE_AGENT_STORE; any inherited values are replaced). The argv is
+// rankCommand()'s (python3 for scripts, --local_rank in torch-launch mode). The
 // child's stdout/stderr are pipes whose read ends the returned object's relays own; the
 // child gets SIGKILL if gyrerun dies without stopping it (PR_SET_PDEATHSIG), so a killed
 // launcher leaves no ranks behind. If exec fails the child says why on its stderr and
@@ -36,6 +39,8 @@ struct RankProcess {
 struct RankEnvironment {
   std::string masterAddr;
   int masterPort = 0;
+  std::string runId = "none";  // TORCHELASTIC_RUN_ID
+  int restartCount = 0;        // TORCHELASTIC_RESTART_COUNT: restarts of the group so far
 };
 
 // Starts local rank `localRank`, relaying its output to `out` and `err` (which must

@@ -2,11 +2,15 @@
 // PyTorch DDP script on the same model and data (same defaults, same progress line and JSON).
 //
 //   gyrerun -n 4 gyre-train --epochs 5
-//   WORLD_SIZE=1 gyre-train --epochs 1 --max-samples 2000
+//   gyre-train --epochs 1 --max-samples 2000                  (one process: a world of one)
+//   mpirun -np 2 gyre-train --checkpoint c.bin; srun -n 4 gyre-train
+//   gyre-train --eval --checkpoint c.bin                     (test accuracy of a checkpoint)
 //
-// Rank and world come from the environment (gyrerun, torchrun or mpirun set them). Rank 0
-// prints one line per epoch to stdout, writes --json and --checkpoint. Exit status: 0 on
-// success, 2 for bad arguments or data, 1 for any other failure.
+// Rank and world come from the launcher (gyrerun, torchrun, mpirun or srun; see
+// base/launch_env.h); without one the process is a world of one. Rank 0 prints one line
+// per epoch to stdout, writes --json and --checkpoint. --eval loads the checkpoint and
+// prints its test accuracy, at any world size. Exit status: 0 on success, 2 for bad
+// arguments or data, 1 for any other failure.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -18,7 +22,9 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "base/launch_env.h"
 #include "ring/communicator.h"
+#include "store/tcp_store.h"
 #include "tools/train/trainer.h"
 
 namespace {
@@ -32,6 +38,7 @@ struct Args {
   std::string json;
   std::string checkpoint;
   bool resume = false;
+  bool eval = false;
   size_t maxSamples = 0;
 };
 
@@ -45,9 +52,10 @@ constexpr size_t kDefaultBlockRows = 64;
 constexpr const char* kUsage =
     "usage: gyre-train [--epochs N] [--batch N] [--lr X] [--momentum X] [--hidden W,W]\n"
     "                  [--seed N] [--data DIR] [--json FILE] [--checkpoint FILE] [--resume]\n"
-    "                  [--bucket-mb X] [--block-rows N] [--max-samples N]\n"
+    "                  [--bucket-mb X] [--block-rows N] [--max-samples N] [--eval]\n"
     "Data-parallel MLP training on Fashion-MNIST; rank and world size come from the\n"
-    "environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), e.g. gyrerun -n 4 gyre-train.\n"
+    "launcher (gyrerun, torchrun, mpirun or srun), e.g. gyrerun -n 4 gyre-train; without\n"
+    "one, gyre-train runs alone.\n"
     "  --epochs N        total epochs (a resumed run continues up to N) [5]\n"
     "  --batch N         batch size per rank [64]\n"
     "  --lr X            SGD learning rate [0.05]\n"
@@ -58,6 +66,7 @@ constexpr const char* kUsage =
     "  --json FILE       write the results as JSON (rank 0)\n"
     "  --checkpoint FILE rank 0 saves weights, optimizer and sampler state after each epoch\n"
     "  --resume          continue from --checkpoint FILE\n"
+    "  --eval            only evaluate --checkpoint FILE on the test set (any world size)\n"
     "  --bucket-mb X     gradient bucket cap in MiB, first bucket min(1, X) [0.25]\n"
     "  --block-rows N    weight gradient rows per block, 0 = whole weights [64]\n"
     "  --max-samples N   use only the first N training and test samples [all]\n";
@@ -101,8 +110,8 @@ Args parseArgs(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       std::exit(0);
     }
-    if (flag == "--resume") {
-      a.resume = true;
+    if (flag == "--resume" || flag == "--eval") {
+      (flag == "--eval" ? a.eval : a.resume) = true;
       continue;
     }
     static const char* const kValued[] = {
@@ -156,6 +165,8 @@ Args parseArgs(int argc, char** argv) {
     if (h == 0) usageError("--hidden widths must be positive");
   }
   if (a.resume && a.checkpoint.empty()) usageError("--resume needs --checkpoint FILE");
+  if (a.eval && a.checkpoint.empty()) usageError("--eval needs --checkpoint FILE");
+  if (a.eval && a.resume) usageError("--eval and --resume exclude each other");
   a.train.widths = {784};
   a.train.widths.insert(a.train.widths.end(), hidden.begin(), hidden.end());
   a.train.widths.push_back(10);
@@ -212,24 +223,46 @@ void writeJson(const Args& a, int world, const std::vector<EpochStats>& epochs, 
   if (!out) throw gyre::Error(gyre::ErrorCode::kSystemError, "cannot write " + a.json);
 }
 
+// The job this process belongs to: the launcher's (torchrun, gyrerun, mpirun, srun), or a
+// world of one with a private store on a free loopback port, so that several lone runs
+// on one machine never meet.
+std::unique_ptr<gyre::Communicator> joinJob() {
+  const gyre::LaunchEnv launch = gyre::launchEnvFromProcess();
+  if (launch.launcher != gyre::Launcher::kNone) return gyre::Communicator::fromEnvironment();
+  if (!launch.note.empty()) std::fprintf(stderr, "gyre-train: warning: %s\n", launch.note.c_str());
+  const gyre::Options options = gyre::Options::fromEnvironment();
+  auto store = gyre::TcpStore::serve("127.0.0.1", 0, options.timeout);
+  return gyre::Communicator::create(std::move(store), 0, 1, options, "127.0.0.1");
+}
+
+// --eval: the checkpoint's test accuracy, each rank counting its shard of the test set.
+int evaluateCheckpoint(const Args& a, gyre::train::Trainer& trainer, int world, size_t tests) {
+  trainer.resumeFrom(a.checkpoint, /*warnOnNewSettings=*/false);
+  const double accuracy = trainer.evaluate();
+  if (trainer.comm().rank() == 0) {
+    fmt::print("# gyre-train eval world {} checkpoint {} epochs_done {} test {} test_acc {:.4f}\n",
+               world, a.checkpoint, trainer.epochsDone(), tests, accuracy);
+    std::fflush(stdout);
+  }
+  trainer.comm().barrier();
+  return 0;
+}
+
 int run(const Args& a) {
   gyre::train::ImageSet train, test;
   try {  // before the rendezvous, as the peer: a data problem is reported, not a hang
     train = gyre::train::loadImageSplit(a.data, "train", 10, a.maxSamples);
     test = gyre::train::loadImageSplit(a.data, "t10k", 10, a.maxSamples);
   } catch (const gyre::Error& e) {
-    const char* rank = std::getenv("RANK");
-    std::fprintf(stderr, "gyre-train: error: rank %s: %s\n", rank ? rank : "0", e.what());
+    const int rank = gyre::launcherRank();
+    std::fprintf(stderr, "gyre-train: error: rank %s: %s\n",
+                 rank >= 0 ? std::to_string(rank).c_str() : "0", e.what());
     return 2;
   }
-  // A plain `gyre-train` (no launcher) is a world of one.
-  if (std::getenv("WORLD_SIZE") == nullptr && std::getenv("RANK") == nullptr) {
-    setenv("WORLD_SIZE", "1", 0);
-    setenv("RANK", "0", 0);
-  }
-  std::unique_ptr<gyre::Communicator> comm = gyre::Communicator::fromEnvironment();
+  std::unique_ptr<gyre::Communicator> comm = joinJob();
   const int rank = comm->rank(), world = comm->size();
   gyre::train::Trainer trainer(*comm, a.train, train, test);
+  if (a.eval) return evaluateCheckpoint(a, trainer, world, test.count);
   if (a.resume) trainer.resumeFrom(a.checkpoint);
   if (rank == 0) {
     fmt::print(
@@ -278,7 +311,13 @@ int main(int argc, char** argv) {
   try {
     return run(args);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "gyre-train: error: %s\n", e.what());
+    // gyre's errors name the rank once a communicator exists; before it, the launcher's.
+    const int rank = gyre::launcherRank();
+    if (rank >= 0) {
+      std::fprintf(stderr, "gyre-train: error: rank %d: %s\n", rank, e.what());
+    } else {
+      std::fprintf(stderr, "gyre-train: error: %s\n", e.what());
+    }
     return 1;
   }
 }

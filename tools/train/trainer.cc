@@ -87,7 +87,7 @@ Trainer::Trainer(Communicator& comm, const TrainConfig& config, const ImageSet& 
 
 Trainer::~Trainer() = default;
 
-void Trainer::resumeFrom(const std::string& path) {
+void Trainer::resumeFrom(const std::string& path, bool warnOnNewSettings) {
   Checkpoint c;
   std::string error;
   // ok, epochsDone, samplerSeed, samplerEpoch
@@ -123,8 +123,9 @@ void Trainer::resumeFrom(const std::string& path) {
       std::copy(c.params[p].begin(), c.params[p].end(), model_.param(p).begin());
       std::copy(c.momentumBuffers[p].begin(), c.momentumBuffers[p].end(), sgd_.buffer(p).begin());
     }
-    if (c.worldSize != static_cast<uint64_t>(comm_.size()) || c.batch != config_.batch ||
-        c.lr != config_.lr || c.momentum != config_.momentum) {
+    if (warnOnNewSettings &&
+        (c.worldSize != static_cast<uint64_t>(comm_.size()) || c.batch != config_.batch ||
+         c.lr != config_.lr || c.momentum != config_.momentum)) {
       std::fprintf(stderr,
                    "gyre-train: warning: checkpoint %s was made with world %llu batch %llu lr %g "
                    "momentum %g; continuing with world %d batch %zu lr %g momentum %g\n",

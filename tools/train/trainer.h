@@ -70,14 +70,20 @@ class Trainer {
   ~Trainer();
 
   // Collective. Rank 0 reads `path`; everything is broadcast. Throws gyre::Error on every
-  // rank if rank 0 cannot load it or it does not fit the model.
-  void resumeFrom(const std::string& path);
+  // rank if rank 0 cannot load it or it does not fit the model. Rank 0 warns when the
+  // world, batch or optimizer settings differ from the checkpoint's (training goes on
+  // with other settings) unless `warnOnNewSettings` is false (evaluation).
+  void resumeFrom(const std::string& path, bool warnOnNewSettings = true);
   // Collective in effect (call on all ranks); only rank 0 writes.
   void saveTo(const std::string& path) const;
 
   // Runs the next epoch; collective.
   EpochStats runEpoch();
   size_t epochsDone() const { return epochsDone_; }
+
+  // Collective: the model's accuracy on the test set, each rank counting its strided
+  // shard (rank::world), the counts all-reduced; the same at every world size.
+  double evaluate();
 
   const Mlp& model() const { return model_; }
   const SgdMomentum& optimizer() const { return sgd_; }
@@ -89,8 +95,6 @@ class Trainer {
   std::function<void(size_t step)> afterStep;
 
  private:
-  double evaluate();
-
   Communicator& comm_;
   TrainConfig config_;
   const ImageSet& train_;
