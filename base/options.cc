@@ -93,7 +93,7 @@ Options Options::fromEnvironment() {
   }
   if (const char* v = env("GYRE_ALGO")) {
     if (!parseAlgoKind(v, o.algo)) {
-      fail(ErrorCode::kInvalidArgument, "GYRE_ALGO='{}': use auto, ring, tree or rd", v);
+      fail(ErrorCode::kInvalidArgument, "GYRE_ALGO='{}': use auto, ring, tree, rd or hier", v);
     }
   }
   if (const char* v = env("GYRE_SYNC_PRIORITY")) {
@@ -116,7 +116,7 @@ Options Options::fromEnvironment() {
 
 bool parseAlgoKind(const std::string& text, AlgoKind& algo) {
   for (AlgoKind k : {AlgoKind::kAuto, AlgoKind::kRing, AlgoKind::kTree,
-                     AlgoKind::kRecursiveDoubling}) {
+                     AlgoKind::kRecursiveDoubling, AlgoKind::kHierarchical}) {
     if (text == algoKindName(k)) {
       algo = k;
       return true;
@@ -131,6 +131,7 @@ const char* algoKindName(AlgoKind algo) {
     case AlgoKind::kRing: return "ring";
     case AlgoKind::kTree: return "tree";
     case AlgoKind::kRecursiveDoubling: return "rd";
+    case AlgoKind::kHierarchical: return "hier";
   }
   return "unknown";
 }

@@ -18,7 +18,7 @@ namespace gyre {
 
 enum class TransportKind { kAuto, kTcp, kShm };
 enum class ThreadPriority { kAuto, kRealtime, kNice, kNormal };
-enum class AlgoKind { kAuto, kRing, kTree, kRecursiveDoubling };
+enum class AlgoKind { kAuto, kRing, kTree, kRecursiveDoubling, kHierarchical };
 
 struct Options {
   LogLevel logLevel = LogLevel::kWarn;                 // GYRE_DEBUG=WARN|INFO|TRACE
@@ -32,7 +32,7 @@ struct Options {
   size_t slotBytes = 128 * 1024;
   size_t slots = 4;                                    // GYRE_SLOTS per pipe
   TransportKind transport = TransportKind::kAuto;      // GYRE_TRANSPORT=auto|tcp|shm
-  AlgoKind algo = AlgoKind::kAuto;                     // GYRE_ALGO=auto|ring|tree|rd
+  AlgoKind algo = AlgoKind::kAuto;                     // GYRE_ALGO=auto|ring|tree|rd|hier
   std::string socketIfname;                            // GYRE_SOCKET_IFNAME (NCCL syntax)
   std::string token;                                   // GYRE_TOKEN (else rank 0 makes one)
   std::string hostId;                                  // GYRE_HOST_ID (overrides host identity)
@@ -59,7 +59,7 @@ struct Options {
 
 const Options& globalOptions();
 
-// The GYRE_ALGO spelling of `algo`: "auto", "ring", "tree", "rd"; and back (false for any
+// The GYRE_ALGO spelling of `algo`: "auto", "ring", "tree", "rd", "hier"; and back (false for any
 // other text).
 const char* algoKindName(AlgoKind algo);
 bool parseAlgoKind(const std::string& text, AlgoKind& algo);

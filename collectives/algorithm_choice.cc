@@ -36,6 +36,7 @@ const char* algoName(AllReduceAlgo algo) {
     case AllReduceAlgo::kRing: return "ring";
     case AllReduceAlgo::kTree: return "tree";
     case AllReduceAlgo::kRecursiveDoubling: return "rd";
+    case AllReduceAlgo::kHierarchical: return "hier";
   }
   return "unknown";
 }
@@ -48,6 +49,7 @@ double predictMicros(AllReduceAlgo algo, size_t bytes, int size, const LinkCost&
   const double ringBytes = 2 * (n - 1) / n * s;
   switch (algo) {
     case AllReduceAlgo::kRing:
+    case AllReduceAlgo::kHierarchical:  // on one host: the ring over the host's links
       return cost.alphaUs * 2 * (n - 1) + ringBytes;
     case AllReduceAlgo::kTree:
       return cost.alphaUs * (2 * floorLog2(size) + 2) +
@@ -64,7 +66,8 @@ double predictMicros(AllReduceAlgo algo, size_t bytes, int size, const LinkCost&
 AllReduceAlgo chooseAllReduce(const Options& options, size_t bytes, int size, bool shm) {
   const bool rdFits = recursiveDoublingFits(bytes, options.slotBytes);
   switch (options.algo) {
-    case AlgoKind::kRing: return AllReduceAlgo::kRing;
+    case AlgoKind::kRing:
+    case AlgoKind::kHierarchical: return AllReduceAlgo::kRing;  // no hosts in this model
     case AlgoKind::kTree: return AllReduceAlgo::kTree;
     case AlgoKind::kRecursiveDoubling:
       return rdFits ? AllReduceAlgo::kRecursiveDoubling : AllReduceAlgo::kRing;

@@ -24,7 +24,9 @@
 
 namespace gyre {
 
-enum class AllReduceAlgo { kRing, kTree, kRecursiveDoubling };
+// kHierarchical: the two-level schedule (collectives/hierarchical_allreduce.h), chosen by
+// collectives/topology_choice.h when the ranks span hosts; the flat model here never picks it.
+enum class AllReduceAlgo { kRing, kTree, kRecursiveDoubling, kHierarchical };
 
 const char* algoName(AllReduceAlgo algo);
 

@@ -26,6 +26,9 @@
 #include "collectives/all_to_all.h"
 #include "ring/bootstrap.h"
 #include "collectives/collective.h"
+#include "collectives/hierarchical_allreduce.h"
+#include "collectives/host_topology.h"
+#include "collectives/topology_choice.h"
 #include "ring/communicator.h"
 #include "ring/failure_propagation.h"
 #include "ring/op_queue.h"
@@ -107,7 +110,13 @@ class Communicator::Impl {
     ring_.aborted = &aborted_;
     ring_.rank = rank_;
     ring_.inspector = &inspector_;
-    log(LogLevel::kInfo, rank_, "communicator of {} ranks ready", size_);
+    topology_ = HostTopology::fromHostIds(pipes_.hostIds);
+    if (options_.algo == AlgoKind::kHierarchical && !topology_.hierarchical()) {
+      log(LogLevel::kInfo, rank_, "GYRE_ALGO=hier: {}, running the flat ring instead",
+          topology_.whyFlat());
+    }
+    log(LogLevel::kInfo, rank_, "communicator of {} ranks ready ({})", size_,
+        topology_.describe());
   }
 
   ~Impl() {
@@ -132,7 +141,9 @@ class Communicator::Impl {
       // In the tag: ranks that chose differently fail with a mismatch.
       const size_t bytes = call.count * dtypeSize(call.dtype);
       call.algo = static_cast<uint8_t>(
-          static_cast<int>(chooseAllReduce(options_, bytes, size_, pipes_.allShm)) + 1);
+          static_cast<int>(chooseForTopology(options_, bytes, topology_, pipes_.allShm,
+                                             options_.transport != TransportKind::kTcp)) +
+          1);
     }
     execute(call, [&] { dispatch(call, sendbuf, recvbuf); });
   }
@@ -198,6 +209,9 @@ class Communicator::Impl {
             return treeAllReduce(ring_, peerPipes_, rank_, size_, call, sendbuf, recvbuf);
           case AllReduceAlgo::kRing:
             return ringAllReduce(ring_, rank_, size_, call, sendbuf, recvbuf);
+          case AllReduceAlgo::kHierarchical:
+            return hierarchicalAllReduce(ring_, peerPipes_, topology_, rank_, call, sendbuf,
+                                         recvbuf);
         }
         break;
       case CollectiveKind::kBroadcast: return ringBroadcast(ring_, rank_, size_, call, recvbuf);
@@ -364,6 +378,7 @@ class Communicator::Impl {
   PipeSet pipes_;
   PrimitiveContext ring_;
   PeerPipes peerPipes_;
+  HostTopology topology_;  // from pipes_.hostIds: the same on every rank
   StallInspector inspector_;
   std::atomic<bool> aborted_{false};
   std::atomic<uint32_t> seq_{0};  // written by the collective thread, read by abort()
