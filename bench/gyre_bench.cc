@@ -87,7 +87,7 @@ const char kUsage[] = R"(usage: gyre-bench [COLLECTIVE] [options]     (start it 
   -d, --datatype T      int8 uint8 int32 uint32 int64 uint64 half bfloat16 float double, all
   -o, --op OP           sum prod min max avg, all (default sum; reductions only)
   -r, --root N          root of broadcast and reduce (default 0)
-  -A, --algo A          all-reduce algorithm: auto ring tree rd (default: GYRE_ALGO, else auto)
+  -A, --algo A          all-reduce algorithm: auto ring tree rd hier (default: GYRE_ALGO, else auto)
       --calibrate       all-reduce only: time ring at 8 B, 4M and 16M on this transport
                         (GYRE_TRANSPORT), fit collectives/algorithm_choice.h's alpha_us and gbps,
                         and time 8 B with ring, tree and rd (-n, -w apply; 8 B runs 10x -n)
@@ -153,7 +153,8 @@ std::vector<ReduceOp> parseOps(const std::string& text) {
 AlgoKind parseAlgo(const std::string& text) {
   AlgoKind algo;
   if (parseAlgoKind(text, algo)) return algo;
-  fail(ErrorCode::kInvalidArgument, "-A: unknown algorithm '{}': use auto, ring, tree or rd", text);
+  fail(ErrorCode::kInvalidArgument,
+       "-A: unknown algorithm '{}': use auto, ring, tree, rd or hier", text);
 }
 
 void selectCollective(const std::string& name, BenchOptions& o) {

@@ -140,12 +140,14 @@ class Communicator::Impl {
                       call.kind == CollectiveKind::kBarrier)) {
       // In the tag: ranks that chose differently fail with a mismatch.
       const size_t bytes = call.count * dtypeSize(call.dtype);
-      call.algo = static_cast<uint8_t>(
-          static_cast<int>(chooseForTopology(options_, bytes, topology_, pipes_.allShm,
-                                             options_.transport != TransportKind::kTcp)) +
-          1);
+      call.algo = static_cast<uint8_t>(static_cast<int>(chooseAlgorithm(bytes)) + 1);
     }
     execute(call, [&] { dispatch(call, sendbuf, recvbuf); });
+  }
+
+  AllReduceAlgo chooseAlgorithm(size_t bytes) const {
+    return chooseForTopology(options_, bytes, topology_, pipes_.allShm,
+                             options_.transport != TransportKind::kTcp);
   }
 
   // Point to point: numbered per ordered pair of ranks, not on the communicator's sequence.
