@@ -16,9 +16,12 @@ int floorLog2(int n) {
 }
 
 // Inter-host constants, measured between network namespaces over veth links shaped by
-// tbf (see the closing note of the hierarchical issue for the runs): alpha from the
-// 8-byte ring time across 4 hosts x 1 rank / 2(n-1); bytesPerUs of the host link is
-// what the ring's busiest link reached at 16-64 MiB at 2 Gbit/s.
+// tbf (tools/netns_bench.sh, 2026-12-01, 2 cores shared, load ~15): alpha from the 8-byte
+// times across 4 hosts x 1 rank (tree 165-478 us / 6 steps, ring 788-1376 us / 6: 27-230 us
+// per step; 60 taken); bytesPerUs of the host link: the ring's busiest link at 1-4 MiB
+// on 2 Gbit/s (6.2 ms for 1.5 MiB, 26 ms for 6 MiB: 240-250 B/us). Only the latency /
+// bandwidth crossover depends on them; between ring, tree and hier at large sizes the
+// bytes on the busiest link decide.
 constexpr double kInterAlphaUs = 60.0;
 constexpr double kInterBytesPerUs = 240.0;
 
@@ -111,11 +114,12 @@ double predictTopologyMicros(AllReduceAlgo algo, size_t bytes, const HostTopolog
       if (!t.hierarchical()) return predictTopologyMicros(AllReduceAlgo::kRing, bytes, t, cost);
       const double l = t.ranksPerHost();
       const double h = t.hostCount();
-      const double intra = 2 * (l - 1) * cost.intra.alphaUs +
-                           2 * (l - 1) / l * s / cost.intra.bytesPerUs;
-      const double inter = 2 * (h - 1) * cost.inter.alphaUs +
-                           std::max(link, 2 * (h - 1) / h * s / l / cost.intra.bytesPerUs);
-      return intra + inter;
+      // Every step at the inter-host alpha, as for the flat algorithms: measured on 2 x 4
+      // ranks (2 cores), 8 B took 280-716 us for hier's 8 steps (35-90 us each), the shm
+      // table's 2 us per step (4 ranks on one host) would make it look cheaper than rd.
+      const double steps = 2 * (l - 1) + 2 * (h - 1);
+      return cost.inter.alphaUs * steps + 2 * (l - 1) / l * s / cost.intra.bytesPerUs +
+             std::max(link, 2 * (h - 1) / h * s / l / cost.intra.bytesPerUs);
     }
   }
   return 0;

@@ -4,8 +4,8 @@
 // link (its NIC) of `inter` cost, shared by every pipe that leaves the host. Per
 // algorithm, predicted microseconds =
 //
-//   latency  steps x alpha of the slowest hop (inter), for the hierarchical schedule
-//            2(L-1) intra steps + 2(H-1) inter steps
+//   latency  steps x alpha of the slowest hop (inter); the hierarchical schedule has
+//            2(L-1) intra + 2(H-1) inter steps, all charged at that alpha (measured)
 //   bytes    max(busiest host link: max over hosts of the bytes it sends or receives,
 //                 computed from the algorithm's actual edges (ring r -> r+1, the
 //                 double binary tree's parent/child edges, recursive doubling's

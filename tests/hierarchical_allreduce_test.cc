@@ -191,7 +191,10 @@ TEST(TopologyChoice, PicksWhatTheLinksFavour) {
   for (size_t bytes : {size_t{1} << 20, size_t{16} << 20, size_t{64} << 20}) {
     EXPECT_EQ(chooseForTopology(o, bytes, fourByOne, false, false), AllReduceAlgo::kRing) << bytes;
   }
+  // Latency-bound: rd (3 steps) rather than hier's 2(L-1) + 2(H-1) = 8.
   EXPECT_EQ(chooseForTopology(o, 8, fourByOne, false, false), AllReduceAlgo::kRecursiveDoubling);
+  EXPECT_EQ(chooseForTopology(o, 8, twoByFour, false, true), AllReduceAlgo::kRecursiveDoubling);
+  EXPECT_EQ(chooseForTopology(o, 1 << 20, twoByFour, false, true), AllReduceAlgo::kHierarchical);
   // One host: exactly the flat model.
   const HostTopology one = topologyOf({0, 0, 0, 0});
   for (size_t bytes : {size_t{8}, size_t{1} << 20, size_t{64} << 20}) {

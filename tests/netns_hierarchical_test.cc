@@ -3,12 +3,16 @@
 // shm and pipes across go through the shaped link, as on a cluster. Every algorithm
 // forced and auto, on 2 + 2, 3 + 3 and uneven 3 + 1 ranks: every dtype and op, edge
 // counts and a buffer larger than all slots, exact results, identical bits on every
-// rank, and bytes counted by the link's qdisc (the traffic really crossed it). Needs
+// rank, and bytes counted by the link's qdisc (the traffic really crossed it); and the
+// link cut in the middle of hierarchical all-reduces: every rank fails within its
+// timeout, naming a rank on the other host. Needs
 // root and iproute2: skipped, saying why, otherwise.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <algorithm>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/error.h"
@@ -111,6 +115,56 @@ TEST(NetnsHierarchical, TwoHostsOfThreeRanks) {
 
 TEST(NetnsHierarchical, UnevenThreePlusOne) {  // hier falls back to the ring
   runOnTwoHosts({true, true, true, false}, {AlgoKind::kHierarchical, AlgoKind::kAuto});
+}
+
+// The link between the hosts goes down while hierarchical all-reduces stream: the ranks
+// on each side that wait across it time out naming a rank on the far side, and their
+// host mates learn it through the abort (a failure naming the culprit), within the
+// per-operation timeout plus slack, never a hang.
+TEST(NetnsHierarchical, LinkCutMidCollectiveFailsNamingTheFarSide) {
+  NamespaceHosts net("1gbit");
+  if (!net.ok()) GTEST_SKIP() << net.why();
+  const std::vector<bool> inA = {true, true, false, false};
+  Options o;
+  o.timeout = 2s;
+  o.stallWarn = 1s;
+  o.algo = AlgoKind::kHierarchical;
+  o.token = fmt::format("netns-hier-cut-{}", ::getpid());
+  RankGroup group(4, o);
+  group.masterAddr = NamespaceHosts::addressOf(true);
+  group.beforeCreate = [&](int rank) { net.enter(inA[rank]); };
+  group.makeStore = [&](int rank) -> std::shared_ptr<Store> {
+    if (rank == 0) return TcpStore::serve(NamespaceHosts::addressOf(true), 29539, o.timeout * 10);
+    return TcpStore::connect(NamespaceHosts::addressOf(true), 29539, o.timeout * 10);
+  };
+  group.start([](Communicator& comm, int) {
+    std::vector<float> buf(1 << 20);
+    for (;;) comm.allReduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, ReduceOp::kSum);
+  });
+  ASSERT_TRUE(group.waitReady(30s)) << "the ranks did not connect across the namespaces";
+  std::this_thread::sleep_for(300ms);
+  const auto cutAt = Clock::now();
+  ASSERT_TRUE(net.cut());
+  const auto reports = group.join(cutAt + o.timeout + 6s);
+  double worst = 0;
+  for (const RankReport& r : reports) {
+    SCOPED_TRACE(fmt::format("rank {}", r.rank));
+    ASSERT_TRUE(r.reported && !r.ok && !r.hung) << r.message << "\n" << r.log;
+    EXPECT_NE(r.message.find("[hier]"), std::string::npos) << r.message;
+    bool named = false;
+    for (int other = 0; other < 4; ++other) {
+      if (inA[other] != inA[r.rank]) {
+        named |= r.message.find(fmt::format("rank {} stalled", other)) != std::string::npos ||
+                 r.message.find(fmt::format("rank {} failed", other)) != std::string::npos;
+      }
+    }
+    EXPECT_TRUE(named) << r.message;
+    const double seconds = testing::secondsBetween(cutAt, r.errorAt);
+    worst = std::max(worst, seconds);
+    EXPECT_LT(seconds, 2.0 + 2.0) << r.message;
+  }
+  std::printf("[fault] hier, link cut (2 hosts x 2 ranks): worst fault->error %.2f s\n"
+              "[fault] example error: %s\n", worst, reports[1].message.c_str());
 }
 
 }  // namespace

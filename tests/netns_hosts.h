@@ -82,6 +82,9 @@ class NamespaceHosts {
     ::close(fd);
   }
 
+  // Takes host a's link down (the cable pulled), true when done.
+  bool cut() const { return sh("ip -n " + a_ + " link set " + va_ + " down"); }
+
   // Bytes host a's shaped link has sent so far (its tbf qdisc's counter), -1 if unknown.
   long long bytesSentByA() const {
     const std::string cmd = "tc -s -n " + a_ + " qdisc show dev " + va_;
