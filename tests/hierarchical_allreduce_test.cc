@@ -118,6 +118,18 @@ TEST(Hierarchical, TcpInsideHostsToo) {
   }, fakeHosts({0, 0, 1, 1}, AlgoKind::kHierarchical, 16 * 1024, TransportKind::kTcp));
 }
 
+// The fewest slots a pipe may have (2): the early send of each pass still finds room.
+TEST(Hierarchical, TwoSlotsPerPipe) {
+  SpawnOptions o = fakeHosts({0, 0, 0, 1, 1, 1}, AlgoKind::kHierarchical, 4 * 1024);
+  o.options.slots = 2;
+  spawn(6, [](Communicator& comm) {
+    for (size_t count : {size_t{0}, size_t{5}, size_t{(1 << 16) + 7}}) {
+      checkAllReduce(comm, DataType::kFloat32, ReduceOp::kSum, count, true);
+      checkAllReduce(comm, DataType::kInt64, ReduceOp::kMin, count, false);
+    }
+  }, o);
+}
+
 // The forced algorithm really runs (it is named in the tag): ranks that disagree on
 // the count fail with a mismatch that names "[hier]".
 TEST(Hierarchical, MismatchNamesTheHierarchicalCall) {
