@@ -97,7 +97,7 @@ Options Options::fromEnvironment() {
   }
   if (const char* v = env("GYRE_ALGO")) {
     if (!parseAlgo(v, o.algo)) {
-      fail(ErrorCode::kInvalidArgument, "GYRE_ALGO='{}': use auto, ring, tree or rd", v);
+      fail(ErrorCode::kInvalidArgument, "GYRE_ALGO='{}': use auto, ring, tree, rd or hier", v);
     }
   }
   if (const char* v = env("GYRE_SYNC_PRIORITY")) {
@@ -120,7 +120,7 @@ Options Options::fromEnvironment() {
 
 bool parseAlgo(const std::string& text, AllReduceAlgo& algo) {
   for (AllReduceAlgo k : {AllReduceAlgo::kAuto, AllReduceAlgo::kRing, AllReduceAlgo::kTree,
-                          AllReduceAlgo::kRecursiveDoubling}) {
+                          AllReduceAlgo::kRecursiveDoubling, AllReduceAlgo::kHierarchical}) {
     if (text == algoName(k)) {
       algo = k;
       return true;
@@ -135,6 +135,7 @@ const char* algoName(AllReduceAlgo algo) {
     case AllReduceAlgo::kRing: return "ring";
     case AllReduceAlgo::kTree: return "tree";
     case AllReduceAlgo::kRecursiveDoubling: return "rd";
+    case AllReduceAlgo::kHierarchical: return "hier";
   }
   return "unknown";
 }

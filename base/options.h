@@ -24,7 +24,8 @@ enum class ThreadPriority { kAuto, kRealtime, kNice, kNormal };
 // is only a setting (the cost model of collectives/algorithm_choice.h picks); a chosen
 // algorithm never is. The value travels in every slice's Tag (0 there: no algorithm), so
 // append only.
-enum class AllReduceAlgo : uint8_t { kAuto = 0, kRing = 1, kTree = 2, kRecursiveDoubling = 3 };
+enum class AllReduceAlgo : uint8_t { kAuto = 0, kRing = 1, kTree = 2, kRecursiveDoubling = 3,
+                                    kHierarchical = 4 };
 
 struct GYRE_API Options {
   LogLevel logLevel = LogLevel::kWarn;                 // GYRE_DEBUG=WARN|INFO|TRACE
@@ -38,7 +39,7 @@ struct GYRE_API Options {
   size_t slotBytes = 128 * 1024;
   size_t slots = 4;                                    // GYRE_SLOTS per pipe
   TransportKind transport = TransportKind::kAuto;      // GYRE_TRANSPORT=auto|tcp|shm
-  AllReduceAlgo algo = AllReduceAlgo::kAuto;           // GYRE_ALGO=auto|ring|tree|rd
+  AllReduceAlgo algo = AllReduceAlgo::kAuto;           // GYRE_ALGO=auto|ring|tree|rd|hier
   std::string socketIfname;                            // GYRE_SOCKET_IFNAME (NCCL syntax)
   std::string token;                                   // GYRE_TOKEN (else rank 0 makes one)
   std::string hostId;                                  // GYRE_HOST_ID (overrides host identity)
@@ -65,7 +66,7 @@ struct GYRE_API Options {
 
 GYRE_API const Options& globalOptions();
 
-// The GYRE_ALGO spelling of `algo`: "auto", "ring", "tree", "rd"; and back (false for any
+// The GYRE_ALGO spelling of `algo`: "auto", "ring", "tree", "rd", "hier"; and back (false for any
 // other text).
 GYRE_API const char* algoName(AllReduceAlgo algo);
 GYRE_API bool parseAlgo(const std::string& text, AllReduceAlgo& algo);

@@ -12,6 +12,7 @@
 
 #include "base/error.h"
 #include "base/launch_env.h"
+#include "ring/host_identity.h"
 #include "base/types.h"
 #include "collectives/algorithm_choice.h"
 #include "store/tcp_store.h"
@@ -102,10 +103,11 @@ std::unique_ptr<Communicator> algoCommunicator(Communicator& comm,
 
 std::string resolvedTransport(Communicator& comm, const Options& options) {
   if (options.transport != TransportKind::kAuto) return transportName(options.transport);
-  char host[256] = "";
-  ::gethostname(host, sizeof(host) - 1);
+  // The bootstrap's own identity (hostname, boot id and network namespace), so that
+  // namespaced hosts on one machine count as separate hosts, as the pipes do.
+  const std::string host = hostIdentity(options.hostId);
   uint64_t hash = 14695981039346656037ull;  // FNV-1a
-  for (const char* p = host; *p != '\0'; ++p) {
+  for (const char* p = host.c_str(); *p != '\0'; ++p) {
     hash = (hash ^ static_cast<unsigned char>(*p)) * 1099511628211ull;
   }
   uint64_t lo = hash, hi = hash;

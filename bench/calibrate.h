@@ -46,7 +46,8 @@ std::unique_ptr<Communicator> algoCommunicator(Communicator& comm,
                                                const Options& options, AllReduceAlgo algo);
 
 // The transport the ranks use, "shm" or "tcp": GYRE_TRANSPORT, and for auto bootstrap's
-// rule (shared memory when every rank is on one host), judged here by host name.
+// rule (shared memory when every rank is on one host), judged by the host identity
+// (ring/host_identity.h: host name, boot id, network namespace; "tcp" when ranks span hosts).
 std::string resolvedTransport(Communicator& comm, const Options& options);
 
 }  // namespace gyre::bench

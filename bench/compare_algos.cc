@@ -16,9 +16,12 @@
 namespace gyre::bench {
 namespace {
 
-constexpr size_t kAlgos = 3;
-constexpr std::array<AllReduceAlgo, kAlgos> kKinds = {AllReduceAlgo::kRing, AllReduceAlgo::kTree, AllReduceAlgo::kAuto};
-constexpr std::array<const char*, kAlgos> kLabels = {"ring", "tree", "auto"};
+// auto last: best is the minimum of the others.
+constexpr size_t kAlgos = 4;
+constexpr std::array<AllReduceAlgo, kAlgos> kKinds = {AllReduceAlgo::kRing, AllReduceAlgo::kTree,
+                                                 AllReduceAlgo::kHierarchical, AllReduceAlgo::kAuto};
+constexpr std::array<const char*, kAlgos> kLabels = {"ring", "tree", "hier", "auto"};
+constexpr size_t kAuto = kAlgos - 1;
 
 // One algorithm's communicator and its runner (all share the two buffers: their inputs
 // are the same pattern, and each op finishes before the next starts).
@@ -58,7 +61,6 @@ int compareAlgos(Communicator& comm, const Options& options, const CompareConfig
          config.rounds, config.iters);
   }
   const std::string transport = resolvedTransport(comm, options);
-  const bool shm = transport == "shm";
   const CollectiveInfo& allReduce = *findCollective("all_reduce");
   std::shared_ptr<Store> store = algoStore(comm, options);
   std::array<Contender, kAlgos> contenders;
@@ -67,8 +69,6 @@ int compareAlgos(Communicator& comm, const Options& options, const CompareConfig
     contenders[a].runner = std::make_unique<CollectiveRunner>(
         *contenders[a].comm, allReduce, config.dtype, config.op, 0, send, recv, capacity);
   }
-  Options autoOptions = options;
-  autoOptions.algo = AllReduceAlgo::kAuto;
   const int burst = std::max(1, config.iters / config.rounds);
   const auto rounds = static_cast<size_t>(config.rounds);
 
@@ -76,13 +76,14 @@ int compareAlgos(Communicator& comm, const Options& options, const CompareConfig
   if (print) {
     std::printf(
         "# compare-algos: all_reduce %s %s out of place, %d ranks, transport %s; per size -w %d "
-        "untimed ops per algorithm, then %d rounds of ring, tree, auto in turn, %d timed ops "
+        "untimed ops per algorithm, then %d rounds of ring, tree, hier, auto in turn, %d timed ops "
         "each\n",
         dtypeName(config.dtype), opName(config.op), n, transport.c_str(), config.warmup,
         config.rounds, burst);
     std::printf(
         "# time (us) = median over rounds of the largest over ranks of the mean per op; "
-        "auto_algo = chooseAllReduce's pick; best = min(ring, tree)\n");
+        "auto_algo = the auto communicator's pick; best = min(ring, tree, hier); hier = the "
+        "flat ring where the hosts do not allow it\n");
     std::fflush(stdout);
   }
 
@@ -120,8 +121,8 @@ int compareAlgos(Communicator& comm, const Options& options, const CompareConfig
       for (size_t r = 0; r < rounds; ++r) perRound.push_back(times[r * kAlgos + a] * 1e6);
       us[a] = median(perRound);
     }
-    const double best = std::min(us[0], us[1]);
-    const double ratio = best > 0 ? us[2] / best : 0;
+    const double best = *std::min_element(us.begin(), us.begin() + kAuto);
+    const double ratio = best > 0 ? us[kAuto] / best : 0;
     if (!anyRatio || ratio > worstRatio) {
       anyRatio = true;
       worstRatio = ratio;
@@ -132,7 +133,7 @@ int compareAlgos(Communicator& comm, const Options& options, const CompareConfig
     for (size_t a = 0; a < kAlgos; ++a) std::printf(" %s_us=%.2f", kLabels[a], us[a]);
     const std::string w = config.check ? std::to_string(wrong) : "N/A";
     std::printf(" auto_algo=%s auto/best=%.2f wrong=%s\n",
-                algoName(chooseAllReduce(autoOptions, l.bytes, n, shm)), ratio, w.c_str());
+                contenders[kAuto].comm->allReduceAlgorithm(l.bytes), ratio, w.c_str());
     std::fflush(stdout);
   }
   if (print) {

@@ -90,7 +90,7 @@ const char kUsage[] = R"(usage: gyre-bench [COLLECTIVE] [options]     (start it 
   -d, --datatype T      int8 uint8 int32 uint32 int64 uint64 half bfloat16 float double, all
   -o, --op OP           sum prod min max avg, all (default sum; reductions only)
   -r, --root N          root of broadcast and reduce (default 0)
-  -A, --algo A          all-reduce algorithm: auto ring tree rd (default: GYRE_ALGO, else auto)
+  -A, --algo A          all-reduce algorithm: auto ring tree rd hier (default: GYRE_ALGO, else auto)
       --calibrate       all-reduce only: time ring at 8 B, 4M and 16M on this transport
                         (GYRE_TRANSPORT), fit collectives/algorithm_choice.h's alpha_us and gbps,
                         and time 8 B with ring, tree and rd (-n, -w apply; 8 B runs 10x -n)
@@ -153,10 +153,11 @@ std::vector<ReduceOp> parseOps(const std::string& text) {
   fail(ErrorCode::kInvalidArgument, "-o: unknown reduction '{}'", text);
 }
 
-AllReduceAlgo parseAlgo(const std::string& text) {
+AllReduceAlgo parseAlgoFlag(const std::string& text) {
   AllReduceAlgo algo;
   if (parseAlgo(text, algo)) return algo;
-  fail(ErrorCode::kInvalidArgument, "-A: unknown algorithm '{}': use auto, ring, tree or rd", text);
+  fail(ErrorCode::kInvalidArgument,
+       "-A: unknown algorithm '{}': use auto, ring, tree, rd or hier", text);
 }
 
 void selectCollective(const std::string& name, BenchOptions& o) {
@@ -227,7 +228,7 @@ bool parseOptions(int argc, char** argv, BenchOptions& o) {
         o.root = static_cast<int>(parseCount(optarg, "-r", 0, 1 << 20));
         break;
       case 'A':
-        o.algo = parseAlgo(optarg);
+        o.algo = parseAlgoFlag(optarg);
         break;
       case kCollectiveOption:
         selectCollective(optarg, o);

@@ -34,6 +34,7 @@ double predictMicros(AllReduceAlgo algo, size_t bytes, int size, const LinkCost&
   const double ringBytes = 2 * (n - 1) / n * s;
   switch (algo) {
     case AllReduceAlgo::kRing:
+    case AllReduceAlgo::kHierarchical:  // on one host: the ring over the host's links
       return cost.alphaUs * 2 * (n - 1) + ringBytes;
     case AllReduceAlgo::kTree:
       return cost.alphaUs * (2 * floorLog2(size) + 2) +
@@ -51,6 +52,7 @@ AllReduceAlgo chooseAllReduce(const Options& options, size_t bytes, int size, bo
   const bool rdFits = recursiveDoublingFits(bytes, options.slotBytes);
   switch (options.algo) {
     case AllReduceAlgo::kAuto: break;
+    case AllReduceAlgo::kHierarchical: return AllReduceAlgo::kRing;  // no hosts in this model
     case AllReduceAlgo::kRecursiveDoubling:
       return rdFits ? AllReduceAlgo::kRecursiveDoubling : AllReduceAlgo::kRing;
     default: return options.algo;

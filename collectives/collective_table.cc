@@ -3,6 +3,7 @@
 #include "base/error.h"
 #include "collectives/all_gather.h"
 #include "collectives/all_to_all.h"
+#include "collectives/hierarchical_allreduce.h"
 #include "collectives/recursive_doubling.h"
 #include "collectives/reduce_scatter.h"
 #include "collectives/ring_allreduce.h"
@@ -27,6 +28,11 @@ constexpr AllReduceRow kAllReduceAlgos[] = {
      [](const ScheduleArgs& a) {
        recursiveDoublingAllReduce(a.ring, a.pipes, a.rank, a.size, a.call, a.sendbuf,
                                   a.recvbuf);
+     }},
+    {AllReduceAlgo::kHierarchical,
+     [](const ScheduleArgs& a) {
+       hierarchicalAllReduce(a.ring, a.pipes, a.topology, a.rank, a.call, a.sendbuf,
+                             a.recvbuf);
      }},
 };
 

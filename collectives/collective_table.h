@@ -14,6 +14,7 @@
 
 #include "base/options.h"
 #include "collectives/collective.h"
+#include "collectives/host_topology.h"
 #include "collectives/primitives.h"
 
 namespace gyre {
@@ -22,6 +23,7 @@ namespace gyre {
 struct ScheduleArgs {
   const PrimitiveContext& ring;  // the pipes to the ring's neighbours, timeouts, abort flag
   const PeerPipes& pipes;        // every pipe of the communicator, by peer rank
+  const HostTopology& topology;  // which ranks share a host (the same on every rank)
   int rank;
   int size;
   const CollectiveCall& call;

@@ -15,6 +15,15 @@ Primitives with(const PrimitiveContext& base, const PeerPipes& pipes, int peer,
 
 }  // namespace
 
+std::vector<int> recursiveDoublingPeers(int rank, int size) {
+  std::vector<int> peers;
+  const int p = lowerPowerOfTwo(size);
+  if (rank >= p) return {rank - p};
+  if (rank + p < size) peers.push_back(rank + p);
+  for (int mask = 1; mask < p; mask <<= 1) peers.push_back(rank ^ mask);
+  return peers;
+}
+
 bool recursiveDoublingFits(size_t bytes, size_t slotBytes) { return bytes <= slotBytes; }
 
 void recursiveDoublingAllReduce(const PrimitiveContext& base, const PeerPipes& pipes, int rank,

@@ -10,9 +10,16 @@
 // caller uses this only when count * elemsize fits a slot (RecursiveDoubling::fits).
 #pragma once
 
+#include <vector>
+
 #include "collectives/primitives.h"
 
 namespace gyre {
+
+// The partners of `rank` in schedule order (the fold partner first where there is one):
+// what the schedule below exchanges with, and what the topology's cost model counts
+// (collectives/topology_choice.cc).
+std::vector<int> recursiveDoublingPeers(int rank, int size);
 
 // Whether a call of `bytes` can run as recursive doubling over pipes of `slotBytes`.
 bool recursiveDoublingFits(size_t bytes, size_t slotBytes);

@@ -112,6 +112,9 @@ Communicator::~Communicator() = default;
 
 int Communicator::rank() const { return impl_->rank_; }
 int Communicator::size() const { return impl_->size_; }
+const char* Communicator::allReduceAlgorithm(size_t bytes) const {
+  return algoName(impl_->chooseAlgorithm(bytes));
+}
 const Options& Communicator::options() const { return impl_->options_; }
 
 void Communicator::abort() { impl_->abortFromUser(); }

@@ -75,6 +75,9 @@ class GYRE_API Communicator {
   int rank() const;
   int size() const;
   const Options& options() const;
+  // The all-reduce algorithm ("ring", "tree", "rd", "hier") a call of `bytes` runs with
+  // (collectives/topology_choice.h, the same on every rank), for benchmarks and logs.
+  const char* allReduceAlgorithm(size_t bytes) const;
 
   // recvbuf[i] = op over ranks of sendbuf[i], for i < count, identical bits on every
   // rank. In place when sendbuf == recvbuf.

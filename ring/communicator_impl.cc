@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "collectives/algorithm_choice.h"
 #include "collectives/point_to_point.h"
+#include "collectives/topology_choice.h"
 #include "host_kernels/reduce.h"
 
 // Communicator::Impl's bodies: connecting, running operations (each through its row of
@@ -68,7 +69,18 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store, int rank, int size,
   ring_.aborted = &aborted_;
   ring_.rank = rank_;
   ring_.inspector = &inspector_;
-  log(LogLevel::kInfo, rank_, "communicator of {} ranks ready", size_);
+  topology_ = HostTopology::fromHostIds(pipes_.hostIds);
+  if (options_.algo == AllReduceAlgo::kHierarchical && !topology_.hierarchical()) {
+    log(LogLevel::kInfo, rank_, "GYRE_ALGO=hier: {}, running the flat ring instead",
+        topology_.whyFlat());
+  }
+  log(LogLevel::kInfo, rank_, "communicator of {} ranks ready ({})", size_,
+      topology_.describe());
+}
+
+AllReduceAlgo Communicator::Impl::chooseAlgorithm(size_t bytes) const {
+  return chooseForTopology(options_, bytes, topology_, pipes_.allShm,
+                           options_.transport != TransportKind::kTcp);
 }
 
 Communicator::Impl::~Impl() {
@@ -92,11 +104,12 @@ void Communicator::Impl::run(CollectiveCall call, const void* sendbuf, void* rec
                     call.kind == CollectiveKind::kBarrier)) {
     // In the tag: ranks that chose differently fail with a mismatch.
     const size_t bytes = call.count * dtypeSize(call.dtype);
-    call.algo = static_cast<uint8_t>(chooseAllReduce(options_, bytes, size_, pipes_.allShm));
+    call.algo = static_cast<uint8_t>(chooseAlgorithm(bytes));
   }
   execute(call, [&] {
     if (size_ == 1) return runSingle(call, sendbuf, recvbuf);
-    runSchedule(ScheduleArgs{ring_, peerPipes_, rank_, size_, call, sendbuf, recvbuf});
+    runSchedule(
+        ScheduleArgs{ring_, peerPipes_, topology_, rank_, size_, call, sendbuf, recvbuf});
   });
 }
 

@@ -22,6 +22,7 @@
 
 #include "collectives/collective.h"
 #include "collectives/collective_table.h"
+#include "collectives/host_topology.h"
 #include "collectives/primitives.h"
 #include "collectives/stall_inspector.h"
 #include "ring/bootstrap.h"
@@ -52,6 +53,8 @@ class Communicator::Impl {
 
   // Executing thread (the queue's). A collective; numbered on the communicator's sequence.
   void run(CollectiveCall call, const void* sendbuf, void* recvbuf);
+  // The all-reduce algorithm a call of `bytes` runs with (the same on every rank).
+  AllReduceAlgo chooseAlgorithm(size_t bytes) const;
   // Point to point: numbered per ordered pair of ranks, not on the communicator's sequence.
   void runSend(CollectiveCall call, int peer, const void* buf);
   void runRecv(CollectiveCall call, int peer, void* buf);
@@ -112,6 +115,7 @@ class Communicator::Impl {
   PipeSet pipes_;
   PrimitiveContext ring_;
   PeerPipes peerPipes_;
+  HostTopology topology_;  // from pipes_.hostIds: the same on every rank
   StallInspector inspector_;
   std::atomic<bool> aborted_{false};
   std::atomic<uint32_t> seq_{0};  // written by the collective thread, read by abort()

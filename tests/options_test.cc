@@ -213,7 +213,8 @@ TEST(Options, AlgorithmSpellings) {
   const std::pair<const char*, AllReduceAlgo> cases[] = {{"auto", AllReduceAlgo::kAuto},
                                                     {"ring", AllReduceAlgo::kRing},
                                                     {"tree", AllReduceAlgo::kTree},
-                                                    {"rd", AllReduceAlgo::kRecursiveDoubling}};
+                                                    {"rd", AllReduceAlgo::kRecursiveDoubling},
+                                                    {"hier", AllReduceAlgo::kHierarchical}};
   for (const auto& [text, want] : cases) {
     EXPECT_EQ(parsedWith("GYRE_ALGO", text).algo, want) << text;
     // The same spellings serve gyre-bench and the logs.
@@ -225,7 +226,7 @@ TEST(Options, AlgorithmSpellings) {
   AllReduceAlgo untouched = AllReduceAlgo::kTree;
   EXPECT_FALSE(parseAlgo("Ring", untouched));
   EXPECT_EQ(untouched, AllReduceAlgo::kTree);
-  expectRejected("GYRE_ALGO", "butterfly", {"GYRE_ALGO='butterfly'", "use auto, ring, tree or rd"});
+  expectRejected("GYRE_ALGO", "butterfly", {"GYRE_ALGO='butterfly'", "use auto, ring, tree, rd or hier"});
   expectRejected("GYRE_ALGO", "RING", {"GYRE_ALGO='RING'"});
 }
 

@@ -1,0 +1,146 @@
+#include "collectives/hierarchical_allreduce.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "base/error.h"
+
+namespace gyre {
+namespace {
+
+// A ring over `members` (this rank is members[me]), on a region of `count` elements cut
+// into members.size() chunks as ringAllReduce cuts its buffer.
+class GroupRing {
+ public:
+  GroupRing(const PrimitiveContext& base, const PeerPipes& pipes, const std::vector<int>& members,
+            int me, const CollectiveCall& call, uint32_t avgDivisor, size_t count)
+      : g_(static_cast<int>(members.size())),
+        me_(me),
+        count_(count),
+        chunkElems_((count + members.size() - 1) / members.size()),
+        elem_(dtypeSize(call.dtype)),
+        prims_(linked(base, pipes, members[(me + g_ - 1) % g_], members[(me + 1) % g_]), call,
+               avgDivisor) {}
+
+  size_t chunkElems() const { return chunkElems_; }
+  size_t slice() const { return prims_.sliceElems(); }
+  Primitives& prims() { return prims_; }
+  int chunk(int k) const { return (me_ + k) % g_; }  // the k-th member to our right
+  int size() const { return g_; }
+  int me() const { return me_; }
+
+  // Chunk c's slice at `offset` into the chunk: its first element and its length.
+  size_t at(int c, size_t offset, size_t* begin) const {
+    const size_t chunkBegin = std::min(count_, static_cast<size_t>(c) * chunkElems_);
+    const size_t chunkEnd = std::min(count_, chunkBegin + chunkElems_);
+    *begin = std::min(chunkEnd, chunkBegin + offset);
+    return std::min(slice(), chunkEnd - *begin);
+  }
+  size_t bytes(size_t elems) const { return elems * elem_; }
+  // Chunk c as a whole: its first element and its length.
+  size_t chunkRange(int c, size_t* begin) const {
+    *begin = std::min(count_, static_cast<size_t>(c) * chunkElems_);
+    return std::min(count_, *begin + chunkElems_) - *begin;
+  }
+
+ private:
+  int g_;
+  int me_;
+  size_t count_;
+  size_t chunkElems_;
+  size_t elem_;
+  Primitives prims_;
+};
+
+// Phase 1: chunk me of `out` = the group's sum of chunk me of `in` (avg not divided).
+void reduceScatter(GroupRing& ring, const std::byte* in, std::byte* out) {
+  Primitives& p = ring.prims();
+  const int g = ring.size();
+  for (size_t offset = 0; offset == 0 || offset < ring.chunkElems(); offset += ring.slice()) {
+    size_t b;
+    size_t len = ring.at(ring.chunk(g - 1), offset, &b);
+    p.send(in + ring.bytes(b), len);
+    for (int j = 2; j < g; ++j) {
+      len = ring.at(ring.chunk(g - j), offset, &b);
+      p.recvReduceSend(in + ring.bytes(b), len);
+    }
+    len = ring.at(ring.me(), offset, &b);
+    p.recvReduce(in + ring.bytes(b), out + ring.bytes(b), len, /*receivedIsLower=*/true,
+                 /*finalStep=*/false);
+  }
+  p.flush();
+}
+
+// Phase 2: ringAllReduce's schedule over the group, in place on `buf`; the final
+// reduction applies avg's division (by the whole communicator's size).
+void allReduceInPlace(GroupRing& ring, std::byte* buf) {
+  Primitives& p = ring.prims();
+  const int g = ring.size();
+  for (size_t offset = 0; offset == 0 || offset < ring.chunkElems(); offset += ring.slice()) {
+    size_t b;
+    size_t len = ring.at(ring.chunk(g - 1), offset, &b);
+    p.send(buf + ring.bytes(b), len);
+    for (int j = 2; j < g; ++j) {
+      len = ring.at(ring.chunk(g - j), offset, &b);
+      p.recvReduceSend(buf + ring.bytes(b), len);
+    }
+    len = ring.at(ring.me(), offset, &b);
+    p.recvReduceCopySend(buf + ring.bytes(b), buf + ring.bytes(b), len);
+    for (int j = 1; j < g - 1; ++j) {
+      len = ring.at(ring.chunk(g - j), offset, &b);
+      p.recvCopySend(buf + ring.bytes(b), len);
+    }
+    len = ring.at(ring.chunk(1), offset, &b);
+    p.recv(buf + ring.bytes(b), len);
+  }
+  p.flush();
+}
+
+// Phase 3: every member's final chunk of `out` to every member.
+void allGather(GroupRing& ring, std::byte* out) {
+  Primitives& p = ring.prims();
+  const int g = ring.size();
+  for (size_t offset = 0; offset == 0 || offset < ring.chunkElems(); offset += ring.slice()) {
+    size_t b;
+    size_t len = ring.at(ring.me(), offset, &b);
+    p.send(out + ring.bytes(b), len);
+    for (int j = 1; j < g - 1; ++j) {
+      len = ring.at(ring.chunk(g - j), offset, &b);
+      p.recvCopySend(out + ring.bytes(b), len);
+    }
+    len = ring.at(ring.chunk(1), offset, &b);
+    p.recv(out + ring.bytes(b), len);
+  }
+  p.flush();
+}
+
+}  // namespace
+
+void hierarchicalAllReduce(const PrimitiveContext& base, const PeerPipes& pipes,
+                           const HostTopology& topology, int rank, const CollectiveCall& call,
+                           const void* sendbuf, void* recvbuf) {
+  if (!topology.hierarchical() || rank < 0 || rank >= topology.size()) {
+    fail(ErrorCode::kInternal, "rank {}: hierarchical all-reduce on a topology that has none ({})",
+         rank, topology.describe());
+  }
+  const uint32_t total = static_cast<uint32_t>(topology.size());
+  const int host = topology.hostOf[rank];
+  const int local = topology.localIndexOf[rank];
+  const std::vector<int>& localRanks = topology.hosts[host];
+  const std::vector<int> cross = topology.crossHostGroup(local);
+  auto* in = static_cast<const std::byte*>(sendbuf);
+  auto* out = static_cast<std::byte*>(recvbuf);
+
+  GroupRing inside(base, pipes, localRanks, local, call, total, call.count);
+  reduceScatter(inside, in, out);
+
+  // This rank's shard: its chunk of the local ring (the same bounds on every host).
+  size_t shardBegin;
+  const size_t shardElems = inside.chunkRange(local, &shardBegin);
+  GroupRing across(base, pipes, cross, host, call, total, shardElems);
+  allReduceInPlace(across, out + inside.bytes(shardBegin));
+
+  allGather(inside, out);
+}
+
+}  // namespace gyre

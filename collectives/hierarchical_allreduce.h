@@ -1,0 +1,36 @@
+// Hierarchical (two-level) all-reduce, as NCCL's intra-node chain + inter-node ring and
+// Horovod's hierarchical all-reduce, written in the five primitives over the
+// communicator's existing pipes (a schedule, not a new mechanism):
+//
+//   1. reduce-scatter inside each host: a ring over the host's L local ranks; local
+//      rank l ends with chunk l (of L, ceil(count / L) elements) summed over its host;
+//   2. all-reduce of chunk l across hosts: a ring over the H ranks of local index l,
+//      one per host; the L rings of a host run at once, so every host link carries
+//      2(H-1)/H of the buffer in each direction (a flat ring over H*L ranks sends
+//      2(HL-1)/(HL) over each link it crosses: 1.75x the buffer for 2 x 4 against 1x);
+//   3. all-gather inside each host: the same local ring hands every chunk around.
+//
+// Operand order and bits: every element is reduced once per step in a fixed order
+// (phase 1: received partial then own; phase 2: as ringAllReduce); the final value
+// (avg divided by the total rank count) is computed by one rank and copied to all
+// others, so every rank ends bitwise identical. Each phase moves at least one slice on
+// each of its pipes, count 0 included, so a mismatched call fails with kMismatch.
+// Between phases the rank flushes its sends, so no direct send still reads a user
+// buffer that the next phase writes. No heap allocation per call beyond the two
+// small rank lists.
+//
+// Requires topology.hierarchical() (the caller falls back to the flat ring otherwise).
+#pragma once
+
+#include "collectives/host_topology.h"
+#include "collectives/primitives.h"
+
+namespace gyre {
+
+// call.count elements; sendbuf may equal recvbuf. Needs pipes to this rank's host
+// neighbours and to the ranks of its local index on the neighbouring hosts.
+void hierarchicalAllReduce(const PrimitiveContext& base, const PeerPipes& pipes,
+                           const HostTopology& topology, int rank, const CollectiveCall& call,
+                           const void* sendbuf, void* recvbuf);
+
+}  // namespace gyre

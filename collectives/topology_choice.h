@@ -1,0 +1,55 @@
+// The all-reduce choice for a communicator that spans several hosts: the cost model of
+// collectives/algorithm_choice.h with a second level. Inside a host the links are the
+// flat model's (shm, or tcp when GYRE_TRANSPORT=tcp); between hosts each host has one
+// link (its NIC) of `inter` cost, shared by every pipe that leaves the host. Per
+// algorithm, predicted microseconds =
+//
+//   latency  steps x alpha of the slowest hop (inter); the hierarchical schedule has
+//            2(L-1) intra + 2(H-1) inter steps, all charged at that alpha (measured)
+//   bytes    max(busiest host link: max over hosts of the bytes it sends or receives,
+//                 computed from the algorithm's actual edges (ring r -> r+1, the
+//                 double binary tree's parent/child edges, recursive doubling's
+//                 partners) / inter.bytesPerUs,
+//                the busiest rank's bytes / intra.bytesPerUs (the CPU-bound ceiling))
+//            the hierarchical schedule adds its two intra-host phases to its inter one
+//            (they run one after the other).
+//
+// So on link-bound networks the tree (which sends about 2S per inner rank, against the
+// ring's 2(n-1)/n S) loses to the ring, and the hierarchical schedule (2(H-1)/H S per
+// host link) beats the flat ring whenever a host has more than one rank.
+//
+// Contract: pure and deterministic; every input (topology from the published host ids,
+// the options, the transport kinds decided at bootstrap) is the same on every rank, so
+// every rank makes the same choice (which travels in the tag). One host: exactly
+// chooseAllReduce.
+#pragma once
+
+#include <cstddef>
+
+#include "collectives/algorithm_choice.h"
+#include "collectives/host_topology.h"
+
+namespace gyre {
+
+struct TwoLevelCost {
+  LinkCost intra;  // between ranks of one host
+  LinkCost inter;  // alphaUs per hop between hosts, bytesPerUs of one host's link
+};
+
+// The table's entry: intra-host from linkCost(intraShm), inter-host measured on the
+// shaped links between network namespaces (see collectives/topology_choice.cc).
+TwoLevelCost twoLevelCost(bool intraShm);
+
+// Bytes the busiest host link carries in one direction for an all-reduce of `bytes`.
+double busiestHostLinkBytes(AllReduceAlgo algo, size_t bytes, const HostTopology& topology);
+
+double predictTopologyMicros(AllReduceAlgo algo, size_t bytes, const HostTopology& topology,
+                             const TwoLevelCost& cost);
+
+// The algorithm for a call: options.algo when forced (hier falls back to the ring when
+// !topology.hierarchical(), rd to the ring when it does not fit a slot), else the
+// cheapest prediction. allShm/intraShm: the communicator's transport facts.
+AllReduceAlgo chooseForTopology(const Options& options, size_t bytes,
+                                const HostTopology& topology, bool allShm, bool intraShm);
+
+}  // namespace gyre

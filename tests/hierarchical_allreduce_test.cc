@@ -1,0 +1,224 @@
+// The hierarchical all-reduce (collectives/hierarchical_allreduce.h) on faked hosts:
+// real processes whose GYRE_HOST_ID (Options::hostId) puts them on two or three
+// "hosts", so pipes inside a host are shm and pipes across are tcp, as on a cluster.
+// Every dtype and op, counts 0, 1, odd, around the chunk bounds and larger than all
+// slots, in place and out of place, exact results and bitwise-identical ranks; hosts
+// made of consecutive and of interleaved ranks; uneven hosts (the forced algorithm
+// falls back to the ring); and the topology and its cost model as pure functions.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "collectives/host_topology.h"
+#include "collectives/topology_choice.h"
+#include "ring/communicator.h"
+#include "ring/spawn.h"
+#include "test_values.h"
+
+namespace gyre {
+namespace {
+
+using testing::check;
+
+// hostOf[r]: the fake host of rank r.
+SpawnOptions fakeHosts(std::vector<int> hostOf, AllReduceAlgo algo, size_t slotBytes,
+                       TransportKind transport = TransportKind::kAuto) {
+  SpawnOptions o;
+  o.options.timeout = std::chrono::seconds(60);
+  o.options.slotBytes = slotBytes;
+  o.options.algo = algo;
+  o.options.transport = transport;
+  o.perRank = [hostOf](int rank, Options& opts) {
+    opts.hostId = fmt::format("fake-host-{}", hostOf.at(rank));
+  };
+  return o;
+}
+
+void checkAllReduce(Communicator& comm, DataType t, ReduceOp op, size_t count, bool inPlace) {
+  const size_t bytes = count * dtypeSize(t);
+  std::vector<std::byte> input = testing::inputBuffer(t, op, comm.rank(), count);
+  std::vector<std::byte> output(bytes + 1, std::byte{0x5a});
+  void* recv = inPlace ? input.data() : output.data();
+  comm.allReduce(input.data(), recv, count, t, op);
+  const std::vector<std::byte> expected = testing::expectedBuffer(t, op, comm.size(), count);
+  const std::string what = fmt::format("rank {}/{}: {} {} count {} {}", comm.rank(), comm.size(),
+                                       dtypeName(t), opName(op), count,
+                                       inPlace ? "in place" : "out of place");
+  check(testing::sameBytes(recv, expected.data(), bytes), "{}: wrong result", what);
+  if (!inPlace) {
+    check(output[bytes] == std::byte{0x5a}, "{}: wrote past the end of recvbuf", what);
+    const std::vector<std::byte> again = testing::inputBuffer(t, op, comm.rank(), count);
+    check(testing::sameBytes(input.data(), again.data(), bytes), "{}: sendbuf was modified",
+          what);
+  }
+  uint64_t sum = testing::checksum(recv, bytes), lo = sum, hi = sum;
+  comm.allReduce(&lo, &lo, 1, DataType::kUint64, ReduceOp::kMin);
+  comm.allReduce(&hi, &hi, 1, DataType::kUint64, ReduceOp::kMax);
+  check(lo == hi, "{}: ranks hold different bits", what);
+}
+
+void everyDtypeOpAndCount(Communicator& comm) {
+  const size_t n = static_cast<size_t>(comm.size());
+  for (DataType t : testing::kAllTypes) {
+    for (ReduceOp op : testing::kAllOps) {
+      for (size_t count : {size_t{0}, size_t{1}, size_t{3}, n - 1, n + 1, size_t{1009}}) {
+        checkAllReduce(comm, t, op, count, false);
+        checkAllReduce(comm, t, op, count, true);
+      }
+    }
+  }
+  // Larger than all slots (16 KiB x 4) of every pipe, many slices per chunk and shard.
+  const size_t large = (1 << 18) + 13;
+  for (DataType t : {DataType::kFloat32, DataType::kBFloat16, DataType::kInt64}) {
+    checkAllReduce(comm, t, ReduceOp::kSum, large, false);
+    checkAllReduce(comm, t, ReduceOp::kAvg, large, true);
+  }
+  checkAllReduce(comm, DataType::kUint8, ReduceOp::kMax, large, true);
+  comm.barrier();
+}
+
+struct Layout {
+  const char* name;
+  std::vector<int> hostOf;
+};
+
+class HierarchicalLayouts : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(HierarchicalLayouts, ForcedEveryDtypeOpAndCount) {
+  const Layout& layout = GetParam();
+  spawn(static_cast<int>(layout.hostOf.size()), everyDtypeOpAndCount,
+        fakeHosts(layout.hostOf, AllReduceAlgo::kHierarchical, 16 * 1024));
+}
+
+TEST_P(HierarchicalLayouts, AutoEveryDtypeOpAndCount) {
+  const Layout& layout = GetParam();
+  spawn(static_cast<int>(layout.hostOf.size()), everyDtypeOpAndCount,
+        fakeHosts(layout.hostOf, AllReduceAlgo::kAuto, 16 * 1024));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    FakeHosts, HierarchicalLayouts,
+    ::testing::Values(Layout{"2x2", {0, 0, 1, 1}}, Layout{"2x2_interleaved", {0, 1, 0, 1}},
+                      Layout{"2x3", {0, 0, 0, 1, 1, 1}}, Layout{"3x2", {0, 0, 1, 1, 2, 2}},
+                      Layout{"2x4_interleaved", {0, 0, 1, 1, 0, 0, 1, 1}},
+                      // Uneven: GYRE_ALGO=hier falls back to the flat ring.
+                      Layout{"uneven_3plus1", {0, 0, 0, 1}},
+                      Layout{"uneven_2plus1plus1", {0, 0, 1, 2}}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(Hierarchical, TcpInsideHostsToo) {
+  spawn(4, [](Communicator& comm) {
+    for (size_t count : {size_t{0}, size_t{7}, size_t{(1 << 17) + 5}}) {
+      checkAllReduce(comm, DataType::kFloat32, ReduceOp::kSum, count, true);
+      checkAllReduce(comm, DataType::kInt32, ReduceOp::kAvg, count, false);
+    }
+  }, fakeHosts({0, 0, 1, 1}, AllReduceAlgo::kHierarchical, 16 * 1024, TransportKind::kTcp));
+}
+
+// The fewest slots a pipe may have (2): the early send of each pass still finds room.
+TEST(Hierarchical, TwoSlotsPerPipe) {
+  SpawnOptions o = fakeHosts({0, 0, 0, 1, 1, 1}, AllReduceAlgo::kHierarchical, 4 * 1024);
+  o.options.slots = 2;
+  spawn(6, [](Communicator& comm) {
+    for (size_t count : {size_t{0}, size_t{5}, size_t{(1 << 16) + 7}}) {
+      checkAllReduce(comm, DataType::kFloat32, ReduceOp::kSum, count, true);
+      checkAllReduce(comm, DataType::kInt64, ReduceOp::kMin, count, false);
+    }
+  }, o);
+}
+
+// The forced algorithm really runs (it is named in the tag): ranks that disagree on
+// the count fail with a mismatch that names "[hier]".
+TEST(Hierarchical, MismatchNamesTheHierarchicalCall) {
+  SpawnOptions o = fakeHosts({0, 0, 1, 1}, AllReduceAlgo::kHierarchical, 16 * 1024);
+  o.options.timeout = std::chrono::seconds(10);
+  spawn(4, [](Communicator& comm) {
+    std::vector<float> buf(64, 1.0f);
+    try {
+      comm.allReduce(buf.data(), buf.data(), comm.rank() == 3 ? 63 : 64, DataType::kFloat32,
+                     ReduceOp::kSum);
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      check(e.code() == ErrorCode::kMismatch || e.code() == ErrorCode::kRemoteError ||
+                e.code() == ErrorCode::kAborted,
+            "rank {}: unexpected error: {}", comm.rank(), msg);
+      if (e.code() == ErrorCode::kMismatch) {
+        check(msg.find("[hier]") != std::string::npos, "rank {}: no [hier] in '{}'",
+              comm.rank(), msg);
+      }
+      return;
+    }
+    check(false, "rank {}: the mismatched all-reduce succeeded", comm.rank());
+  }, o);
+}
+
+HostTopology topologyOf(const std::vector<int>& hostOf) {
+  std::vector<std::string> ids;
+  for (int h : hostOf) ids.push_back(fmt::format("h{}", h));
+  return HostTopology::fromHostIds(ids);
+}
+
+TEST(HostTopology, HostsLocalOrderAndCrossGroups) {
+  const HostTopology t = topologyOf({1, 0, 1, 0, 2, 2});
+  ASSERT_EQ(t.hostCount(), 3);
+  EXPECT_EQ(t.hosts[0], (std::vector<int>{0, 2}));  // hosts in order of their lowest rank
+  EXPECT_EQ(t.hosts[1], (std::vector<int>{1, 3}));
+  EXPECT_EQ(t.hosts[2], (std::vector<int>{4, 5}));
+  EXPECT_EQ(t.localIndexOf, (std::vector<int>{0, 0, 1, 1, 0, 1}));
+  EXPECT_TRUE(t.hierarchical());
+  EXPECT_EQ(t.crossHostGroup(1), (std::vector<int>{2, 3, 5}));
+  EXPECT_EQ(t.describe(), "3 hosts x 2 ranks");
+
+  const HostTopology uneven = topologyOf({0, 0, 0, 1});
+  EXPECT_FALSE(uneven.hierarchical());
+  EXPECT_EQ(uneven.describe(), "2 hosts (3+1 ranks)");
+  EXPECT_NE(uneven.whyFlat().find("unequal"), std::string::npos);
+  EXPECT_FALSE(topologyOf({0, 1, 2, 3}).hierarchical());  // one rank per host
+  EXPECT_FALSE(topologyOf({0, 0, 0, 0}).hierarchical());  // one host
+}
+
+TEST(TopologyChoice, HostLinkBytes) {
+  const size_t s = 1 << 20;
+  // 2 hosts x 4 consecutive ranks: the flat ring crosses each link once with
+  // 2(n-1)/n = 1.75 S, the hierarchical schedule sends 2(H-1)/H = 1 S.
+  const HostTopology t = topologyOf({0, 0, 0, 0, 1, 1, 1, 1});
+  EXPECT_DOUBLE_EQ(busiestHostLinkBytes(AllReduceAlgo::kRing, s, t), 1.75 * s);
+  EXPECT_DOUBLE_EQ(busiestHostLinkBytes(AllReduceAlgo::kHierarchical, s, t), 1.0 * s);
+  // 4 hosts x 1 rank: the double tree's inner ranks send 2 S, the ring 1.5 S.
+  const HostTopology flat = topologyOf({0, 1, 2, 3});
+  EXPECT_DOUBLE_EQ(busiestHostLinkBytes(AllReduceAlgo::kRing, s, flat), 1.5 * s);
+  EXPECT_DOUBLE_EQ(busiestHostLinkBytes(AllReduceAlgo::kTree, s, flat), 2.0 * s);
+}
+
+TEST(TopologyChoice, PicksWhatTheLinksFavour) {
+  Options o;
+  const HostTopology twoByFour = topologyOf({0, 0, 0, 0, 1, 1, 1, 1});
+  const HostTopology fourByOne = topologyOf({0, 1, 2, 3});
+  EXPECT_EQ(chooseForTopology(o, 64 << 20, twoByFour, false, true), AllReduceAlgo::kHierarchical);
+  EXPECT_EQ(chooseForTopology(o, 16 << 20, twoByFour, false, true), AllReduceAlgo::kHierarchical);
+  // Link-bound, one rank per host: the ring, not the tree (which sends 4/3 as much).
+  for (size_t bytes : {size_t{1} << 20, size_t{16} << 20, size_t{64} << 20}) {
+    EXPECT_EQ(chooseForTopology(o, bytes, fourByOne, false, false), AllReduceAlgo::kRing) << bytes;
+  }
+  // Latency-bound: rd (3 steps) rather than hier's 2(L-1) + 2(H-1) = 8.
+  EXPECT_EQ(chooseForTopology(o, 8, fourByOne, false, false), AllReduceAlgo::kRecursiveDoubling);
+  EXPECT_EQ(chooseForTopology(o, 8, twoByFour, false, true), AllReduceAlgo::kRecursiveDoubling);
+  EXPECT_EQ(chooseForTopology(o, 1 << 20, twoByFour, false, true), AllReduceAlgo::kHierarchical);
+  // One host: exactly the flat model.
+  const HostTopology one = topologyOf({0, 0, 0, 0});
+  for (size_t bytes : {size_t{8}, size_t{1} << 20, size_t{64} << 20}) {
+    EXPECT_EQ(chooseForTopology(o, bytes, one, true, true), chooseAllReduce(o, bytes, 4, true));
+  }
+  // Forced: hier only where it applies, else the ring.
+  o.algo = AllReduceAlgo::kHierarchical;
+  EXPECT_EQ(chooseForTopology(o, 8, twoByFour, false, true), AllReduceAlgo::kHierarchical);
+  EXPECT_EQ(chooseForTopology(o, 8, topologyOf({0, 0, 0, 1}), false, true), AllReduceAlgo::kRing);
+  o.algo = AllReduceAlgo::kTree;
+  EXPECT_EQ(chooseForTopology(o, 64 << 20, twoByFour, false, true), AllReduceAlgo::kTree);
+}
+
+}  // namespace
+}  // namespace gyre
