@@ -9,6 +9,7 @@
 #include "capi/handles.h"
 #include "capi/unique_id.h"
 #include "ring/communicator.h"
+#include "ring/join_store.h"
 #include "store/tcp_store.h"
 
 using gyre::ErrorCode;
@@ -77,7 +78,7 @@ gyreResult_t gyreCommInitRank(gyreComm_t* comm, int nranks, gyreUniqueId commId,
     gyre::capi::UniqueId id = gyre::capi::decode(commId.internal);
     gyre::Options options = gyre::Options::fromEnvironment();
     options.token = id.token;
-    auto store = gyre::TcpStore::connect(id.host, id.port, options.timeout);
+    auto store = gyre::connectStore(id.host, id.port, rank, options);
     // Listen where the route to the id's store leads, as the peers will reach us that way.
     *comm = wrap(gyre::Communicator::create(std::move(store), rank, nranks, options, id.host));
   });
