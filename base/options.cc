@@ -60,6 +60,17 @@ size_t parseByteSize(const std::string& text, const char* what) {
   return static_cast<size_t>(v) << shift;
 }
 
+std::string reduceIsaFromEnvironment() {
+  const char* v = env("GYRE_REDUCE_ISA");
+  if (!v) return "";
+  std::string s(v);
+  if (s != "auto" && s != "portable" && s != "avx2" && s != "avx512") {
+    fail(ErrorCode::kInvalidArgument, "GYRE_REDUCE_ISA='{}': use auto, portable, avx2 or avx512",
+         s);
+  }
+  return s;
+}
+
 Options Options::fromEnvironment() {
   Options o;
   if (const char* v = env("GYRE_DEBUG")) {
@@ -107,14 +118,7 @@ Options Options::fromEnvironment() {
   if (const char* v = env("GYRE_SOCKET_IFNAME")) o.socketIfname = v;
   if (const char* v = env("GYRE_TOKEN")) o.token = v;
   if (const char* v = env("GYRE_HOST_ID")) o.hostId = v;
-  if (const char* v = env("GYRE_REDUCE_ISA")) {
-    std::string s(v);
-    if (s != "auto" && s != "portable" && s != "avx2" && s != "avx512") {
-      fail(ErrorCode::kInvalidArgument, "GYRE_REDUCE_ISA='{}': use auto, portable, avx2 or avx512",
-           s);
-    }
-    o.reduceIsa = s;
-  }
+  o.reduceIsa = reduceIsaFromEnvironment();
   if (const char* v = env("GYRE_JOIN_TIMEOUT")) {
     o.joinTimeout = parseSeconds(v, "GYRE_JOIN_TIMEOUT", 0.1, 365.0 * 24 * 3600);
   }

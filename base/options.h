@@ -68,6 +68,10 @@ struct Options {
 
 const Options& globalOptions();
 
+// GYRE_REDUCE_ISA alone, checked ("" when unset): for the host reduction, which must see
+// a bad value (globalOptions() falls back to defaults instead).
+std::string reduceIsaFromEnvironment();
+
 // The GYRE_ALGO spelling of `algo`: "auto", "ring", "tree", "rd"; and back (false for any
 // other text).
 const char* algoKindName(AlgoKind algo);

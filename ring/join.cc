@@ -153,8 +153,14 @@ std::string Join::claimPrefix() {
                             "--nnodes, --nproc_per_node and --node_rank right on every node?), or "
                             "another job uses the same MASTER_ADDR:MASTER_PORT",
                             rank_, storeName_, holder));
-    // The holder's join, if it is still going on, fails too instead of waiting.
-    int64_t k = store_.add(fmt::format("gyre/created/{}", rank_), 0);
+    // The holder's join, if it is still going on, fails too instead of waiting. The
+    // holder counts its communicator right after taking the rank: give it a moment.
+    const std::string created = fmt::format("gyre/created/{}", rank_);
+    int64_t k = store_.add(created, 0);
+    for (int i = 0; i < 100 && k == 0; ++i) {
+      std::this_thread::sleep_for(20ms);
+      k = store_.add(created, 0);
+    }
     if (k > 0) {
       prefix_ = fmt::format("gyre/comm{}", k - 1);
       if (!store_.check({key("complete")})) publishFailure(taken);
@@ -171,7 +177,6 @@ std::vector<Claim> Join::checkIn(const Claim& mine) {
   store_.addOnClose(key("alarm"), 1);
   store_.addOnClose(key(fmt::format("dropped/{}", rank_)), 1);
   const int64_t seq = store_.add(key("arrived"), 1);
-  checkedIn_ = true;
   store_.setString(key(fmt::format("claim/{}", seq)), mine.encode());
   watch(
       [&] {
@@ -334,7 +339,8 @@ void Join::checkAlarms() {
     std::string text = store_.getString(key("error/1"));
     size_t nl = text.find('\n');
     int code = std::atoi(text.substr(0, nl).c_str());
-    store_.add(key("error-seen"), 1);
+    if (!seenCounted_) store_.add(key("error-seen"), 1);
+    seenCounted_ = true;
     throw Error(code >= 1 && code <= 7 ? static_cast<ErrorCode>(code) : ErrorCode::kRemoteError,
                 fmt::format("rank {}: creating the communicator failed on another rank: {}", rank_,
                             nl == std::string::npos ? text : text.substr(nl + 1)));
@@ -373,11 +379,11 @@ void Join::publishFailure(const Error& error) noexcept {
                        fmt::format("{}\n{}", static_cast<int>(error.code()), error.what()));
     }
     store_.add(key("alarm"), 1);
-    if (checkedIn_) store_.add(key("error-seen"), 1);  // "arrived" counts it
+    if (!seenCounted_) store_.add(key("error-seen"), 1);  // every rank counts itself once
+    seenCounted_ = true;
     if (!servesStore(store_)) return;
     const Clock::time_point until = Clock::now() + kLinger;
-    while (Clock::now() < until &&
-           store_.add(key("error-seen"), 0) < store_.add(key("arrived"), 0)) {
+    while (Clock::now() < until && store_.add(key("error-seen"), 0) < size_) {
       std::this_thread::sleep_for(10ms);
     }
   } catch (const std::exception& e) {

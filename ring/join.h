@@ -84,8 +84,8 @@ class Join {
   void waitAll(const std::string& step, const char* what);
 
   // Tells the other ranks why this rank cannot go on (the first published is what they
-  // print). Never throws. A rank that serves the store lingers up to 2 s until the
-  // others have read it, as its exit takes the store away.
+  // print). Never throws. A rank that serves the store lingers up to 2 s until every
+  // rank has failed or read it ("error-seen"), as its exit takes the store away.
   void publishFailure(const Error& error) noexcept;
 
   double seconds() const;
@@ -116,7 +116,7 @@ class Join {
   int64_t seen_ = 0;           // claims read (arrival numbers 1..seen_)
   int joined_ = 0;
   int64_t alarmsSeen_ = 0;
-  bool checkedIn_ = false;
+  bool seenCounted_ = false;  // this rank is counted in "error-seen"
 };
 
 }  // namespace gyre

@@ -54,18 +54,24 @@ std::shared_ptr<TcpStore> connectStore(const std::string& host, uint16_t port, i
       if (e.code() != ErrorCode::kTimeout && e.code() != ErrorCode::kRemoteError) {
         fail(e.code(), "rank {}: {} (MASTER_ADDR={}, MASTER_PORT={})", rank, e.what(), host, port);
       }
+      // The attempt's own reason ("connection refused"), not its framing again.
+      std::string reason = e.what();
+      size_t framed = reason.find("(MASTER_ADDR:MASTER_PORT) in ");
+      if (framed != std::string::npos && reason.find(": ", framed) != std::string::npos) {
+        reason = reason.substr(reason.find(": ", framed) + 2);
+      }
       if (Clock::now() >= deadline) {
         fail(ErrorCode::kTimeout,
              "rank {}: could not reach the bootstrap store at {}:{} (MASTER_ADDR:MASTER_PORT) "
              "after {:.1f} s (GYRE_JOIN_TIMEOUT={} s): {}. Is rank 0 running, and is MASTER_ADDR "
              "an address of rank 0's node that this node can reach?",
-             rank, host, port, seconds(), options.joinTimeout.count() / 1000.0, e.what());
+             rank, host, port, seconds(), options.joinTimeout.count() / 1000.0, reason);
       }
       if (Clock::now() >= nextReport) {
         log(LogLevel::kWarn, rank,
             "waiting for the bootstrap store at {}:{} (MASTER_ADDR:MASTER_PORT) for {:.0f} s: {} "
             "(gives up at {} s, GYRE_JOIN_TIMEOUT)",
-            host, port, seconds(), e.what(), options.joinTimeout.count() / 1000.0);
+            host, port, seconds(), reason, options.joinTimeout.count() / 1000.0);
         while (nextReport <= Clock::now()) nextReport += options.joinProgressEvery;
       }
       // A store that closed on us (going away, or not answering yet): not at once again.
