@@ -94,10 +94,11 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
   };
   auto pidOf = [&](int peer) { return static_cast<pid_t>(claims[peer].pid); };
 
-  // 3. Receivers create their segments, all ranks wait for that, senders open them (and
-  // unlink the names at once), then tcp connections form. The names exist only between
-  // creation and the open, a step no rank waits in for long; a rank that fails on the
-  // way unlinks every name it is an end of (its peer may have died holding one).
+  // 3. Receivers create their segments, anonymous (memfd: never a name in /dev/shm, so
+  // nothing is left there however the job dies) and publish where to open them; all
+  // ranks wait for that; senders open them; then tcp connections form. Where memfd is
+  // missing the segments are named: a rank that fails on the way unlinks every name it
+  // is an end of (its peer may have died holding one), and senders unlink at the open.
   std::vector<std::string> names;
   try {
     TcpPipeEndpoints ep;
@@ -108,8 +109,9 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
     for (int peer : p.recvFrom) {
       if (useShm(peer)) {
         names.push_back(shmSegmentName(p.token, p.commId, peer, p.rank));
-        auto pipe = ShmRecvPipe::create(names.back(), options.slots, options.slotBytes, peer,
-                                        pidOf(peer));
+        auto pipe = ShmRecvPipe::create("memfd:" + names.back(), options.slots,
+                                        options.slotBytes, peer, pidOf(peer));
+        store.setString(fmt::format("segment/{}-{}", peer, p.rank), pipe->name());
         set.recv.emplace(peer, std::move(pipe));
       } else {
         ep.recvFrom.push_back(peer);
@@ -128,8 +130,8 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
     join.waitAll("segments", "creating shared-memory segments");
     WaitContext ctx{deadline, nullptr, std::chrono::microseconds(0)};
     for (int peer : shmSendTo) {
-      set.send.emplace(peer, ShmSendPipe::open(shmSegmentName(p.token, p.commId, p.rank, peer),
-                                               peer, pidOf(peer), ctx));
+      const std::string where = store.getString(fmt::format("segment/{}-{}", p.rank, peer));
+      set.send.emplace(peer, ShmSendPipe::open(where, peer, pidOf(peer), ctx));
     }
     TcpConnections conns = connectPipes(listener.get(), ep, deadline);
     listener.reset();
