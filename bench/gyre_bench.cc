@@ -510,7 +510,7 @@ int main(int argc, char** argv) {
   }
   int rank = -1;
   try {
-    Options commOptions = Options::fromEnvironment();
+    Options commOptions = Communicator::optionsFromEnvironment();  // a typo fails every rank
     if (options.algo) commOptions.algo = *options.algo;
     std::unique_ptr<Communicator> comm = Communicator::fromEnvironment(commOptions);
     rank = comm->rank();

@@ -53,9 +53,12 @@ int envInt(const char* name, int fallback) {
 }  // namespace
 
 std::unique_ptr<Communicator> Communicator::fromEnvironment() {
-  Options options;
+  return fromEnvironment(optionsFromEnvironment());
+}
+
+Options Communicator::optionsFromEnvironment() {
   try {
-    options = Options::fromEnvironment();
+    return Options::fromEnvironment();
   } catch (const Error& e) {
     // The other ranks would wait for this one: tell them why it will not come, through
     // the store, if it can be reached soon (best effort; the error is thrown regardless).
@@ -76,7 +79,6 @@ std::unique_ptr<Communicator> Communicator::fromEnvironment() {
     }
     throw named;
   }
-  return fromEnvironment(options);
 }
 
 std::unique_ptr<Communicator> Communicator::fromEnvironment(const Options& options) {
