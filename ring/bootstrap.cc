@@ -49,7 +49,8 @@ uint64_t fnv1a64(const std::string& s) {
 }
 
 PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options& options) {
-  const auto deadline = Clock::now() + options.timeout;
+  // Creation's waits are bounded as joining is (GYRE_JOIN_TIMEOUT), not by GYRE_TIMEOUT.
+  const auto deadline = Clock::now() + std::min(options.timeout, options.joinTimeout);
   PipeSet set;
 
   // 1. Check in with what we are and where we listen; the join checks what must agree
