@@ -60,6 +60,17 @@ size_t parseByteSize(const std::string& text, const char* what) {
   return static_cast<size_t>(v) << shift;
 }
 
+std::string reduceIsaFromEnvironment() {
+  const char* v = env("GYRE_REDUCE_ISA");
+  if (!v) return "";
+  std::string s(v);
+  if (s != "auto" && s != "portable" && s != "avx2" && s != "avx512") {
+    fail(ErrorCode::kInvalidArgument, "GYRE_REDUCE_ISA='{}': use auto, portable, avx2 or avx512",
+         s);
+  }
+  return s;
+}
+
 Options Options::fromEnvironment() {
   Options o;
   if (const char* v = env("GYRE_DEBUG")) {
@@ -111,7 +122,20 @@ Options Options::fromEnvironment() {
   if (const char* v = env("GYRE_SOCKET_IFNAME")) o.socketIfname = v;
   if (const char* v = env("GYRE_TOKEN")) o.token = v;
   if (const char* v = env("GYRE_HOST_ID")) o.hostId = v;
-  if (const char* v = env("GYRE_REDUCE_ISA")) o.reduceIsa = v;
+  o.reduceIsa = reduceIsaFromEnvironment();
+  if (const char* v = env("GYRE_JOIN_TIMEOUT")) {
+    o.joinTimeout = parseSeconds(v, "GYRE_JOIN_TIMEOUT", 0.1, 365.0 * 24 * 3600);
+  }
+  if (const char* v = env("GYRE_JOIN_PROGRESS")) {
+    std::string s(v);
+    size_t comma = s.find(',');
+    o.joinProgressFirst = parseSeconds(s.substr(0, comma).c_str(), "GYRE_JOIN_PROGRESS", 0.01,
+                                       365.0 * 24 * 3600);
+    o.joinProgressEvery = comma == std::string::npos
+                              ? o.joinProgressFirst * 6
+                              : parseSeconds(s.substr(comma + 1).c_str(), "GYRE_JOIN_PROGRESS",
+                                             0.01, 365.0 * 24 * 3600);
+  }
   if (const char* v = env("GYRE_SPIN_US")) {
     o.spin = std::chrono::microseconds(parseInteger(v, "GYRE_SPIN_US", 0, 1000000));
   }

@@ -30,6 +30,14 @@ enum class AllReduceAlgo : uint8_t { kAuto = 0, kRing = 1, kTree = 2, kRecursive
 struct GYRE_API Options {
   LogLevel logLevel = LogLevel::kWarn;                 // GYRE_DEBUG=WARN|INFO|TRACE
   std::chrono::milliseconds timeout{1800 * 1000};      // GYRE_TIMEOUT (seconds, as torch)
+  // GYRE_JOIN_TIMEOUT (seconds): how long a rank waits, at creation, for the store and for
+  // the other ranks to join; minutes, as torch's rendezvous (300 s), not GYRE_TIMEOUT's
+  // half hour, since a rank that never comes is a mistake to report, not a slow step.
+  std::chrono::milliseconds joinTimeout{300 * 1000};
+  // GYRE_JOIN_PROGRESS=<first>[,<every>] (seconds, decimals allowed): a waiting rank says
+  // on stderr how many have joined after <first>, then every <every>.
+  std::chrono::milliseconds joinProgressFirst{5 * 1000};
+  std::chrono::milliseconds joinProgressEvery{30 * 1000};
   // GYRE_STALL_WARN (seconds, decimals allowed): a collective that has waited this long
   // logs once which rank it waits for and which rank the chain of waits leads to.
   std::chrono::milliseconds stallWarn{60 * 1000};
@@ -44,7 +52,8 @@ struct GYRE_API Options {
   std::string token;                                   // GYRE_TOKEN (else rank 0 makes one)
   std::string hostId;                                  // GYRE_HOST_ID (overrides host identity)
   // GYRE_REDUCE_ISA=auto|portable|avx2|avx512: forces the host reduction's ISA (tests and
-  // debugging). Checked by host_kernels/reduce.cc, which knows what this CPU supports.
+  // debugging). The spelling is checked here; whether this CPU runs it, by
+  // host_kernels/reduce.cc, which the communicator asks at creation.
   std::string reduceIsa;
   // GYRE_SPIN_US: how long a waiter polls (yielding its core between polls) before it
   // sleeps. Measured with 4 ranks on 2 cores, shm, 8-byte all-reduce: a pause-based
@@ -65,6 +74,10 @@ struct GYRE_API Options {
 };
 
 GYRE_API const Options& globalOptions();
+
+// GYRE_REDUCE_ISA alone, checked ("" when unset): for the host reduction, which must see
+// a bad value (globalOptions() falls back to defaults instead).
+std::string reduceIsaFromEnvironment();
 
 // The GYRE_ALGO spelling of `algo`: "auto", "ring", "tree", "rd", "hier"; and back (false for any
 // other text).

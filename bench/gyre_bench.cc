@@ -515,7 +515,7 @@ int main(int argc, char** argv) {
   }
   int rank = -1;
   try {
-    Options commOptions = Options::fromEnvironment();
+    Options commOptions = Communicator::optionsFromEnvironment();  // a typo fails every rank
     if (options.algo) commOptions.algo = *options.algo;
     // Under mpirun (gyre-bench built with MPI): rank 0's store address through MPI_Bcast.
     std::unique_ptr<Communicator> comm = bench::communicatorFromMpi(commOptions);

@@ -21,7 +21,7 @@ namespace {
 gyreResult_t broadcast(const void* sendbuff, void* recvbuff, size_t count, int datatype, int root,
                        gyreComm* comm, gyreRequest_t* request, const char* fn) {
   return issue(comm, request, fn, [&](gyre::Communicator& c, bool async) {
-    gyre::DataType dtype = toDataType(datatype);
+    gyre::DataType dtype = toDataType(datatype, c);
     if (c.rank() == root && count > 0 && sendbuff != recvbuff) {
       if (sendbuff == nullptr || recvbuff == nullptr) {
         fail(ErrorCode::kInvalidArgument, "rank {}: broadcast root: null {} with count {}",
@@ -48,8 +48,8 @@ gyreResult_t broadcast(const void* sendbuff, void* recvbuff, size_t count, int d
 gyreResult_t allReduce(const void* sendbuff, void* recvbuff, size_t count, int datatype, int op,
                        gyreComm* comm, gyreRequest_t* request, const char* fn) {
   return issue(comm, request, fn, [&](gyre::Communicator& c, bool async) {
-    auto dtype = toDataType(datatype);
-    auto rop = toReduceOp(op);
+    auto dtype = toDataType(datatype, c);
+    auto rop = toReduceOp(op, c);
     if (async) return c.allReduceAsync(sendbuff, recvbuff, count, dtype, rop);
     c.allReduce(sendbuff, recvbuff, count, dtype, rop);
     return gyre::Work();
@@ -59,8 +59,8 @@ gyreResult_t allReduce(const void* sendbuff, void* recvbuff, size_t count, int d
 gyreResult_t reduce(const void* sendbuff, void* recvbuff, size_t count, int datatype, int op,
                     int root, gyreComm* comm, gyreRequest_t* request, const char* fn) {
   return issue(comm, request, fn, [&](gyre::Communicator& c, bool async) {
-    auto dtype = toDataType(datatype);
-    auto rop = toReduceOp(op);
+    auto dtype = toDataType(datatype, c);
+    auto rop = toReduceOp(op, c);
     if (async) return c.reduceAsync(sendbuff, recvbuff, count, dtype, rop, root);
     c.reduce(sendbuff, recvbuff, count, dtype, rop, root);
     return gyre::Work();
@@ -70,7 +70,7 @@ gyreResult_t reduce(const void* sendbuff, void* recvbuff, size_t count, int data
 gyreResult_t allGather(const void* sendbuff, void* recvbuff, size_t sendcount, int datatype,
                        gyreComm* comm, gyreRequest_t* request, const char* fn) {
   return issue(comm, request, fn, [&](gyre::Communicator& c, bool async) {
-    auto dtype = toDataType(datatype);
+    auto dtype = toDataType(datatype, c);
     if (async) return c.allGatherAsync(sendbuff, recvbuff, sendcount, dtype);
     c.allGather(sendbuff, recvbuff, sendcount, dtype);
     return gyre::Work();
@@ -80,8 +80,8 @@ gyreResult_t allGather(const void* sendbuff, void* recvbuff, size_t sendcount, i
 gyreResult_t reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, int datatype,
                            int op, gyreComm* comm, gyreRequest_t* request, const char* fn) {
   return issue(comm, request, fn, [&](gyre::Communicator& c, bool async) {
-    auto dtype = toDataType(datatype);
-    auto rop = toReduceOp(op);
+    auto dtype = toDataType(datatype, c);
+    auto rop = toReduceOp(op, c);
     if (async) return c.reduceScatterAsync(sendbuff, recvbuff, recvcount, dtype, rop);
     c.reduceScatter(sendbuff, recvbuff, recvcount, dtype, rop);
     return gyre::Work();
@@ -91,7 +91,7 @@ gyreResult_t reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcoun
 gyreResult_t allToAll(const void* sendbuff, void* recvbuff, size_t count, int datatype,
                       gyreComm* comm, gyreRequest_t* request, const char* fn) {
   return issue(comm, request, fn, [&](gyre::Communicator& c, bool async) {
-    auto dtype = toDataType(datatype);
+    auto dtype = toDataType(datatype, c);
     if (async) return c.allToAllAsync(sendbuff, recvbuff, count, dtype);
     c.allToAll(sendbuff, recvbuff, count, dtype);
     return gyre::Work();
@@ -101,7 +101,7 @@ gyreResult_t allToAll(const void* sendbuff, void* recvbuff, size_t count, int da
 gyreResult_t send(const void* sendbuff, size_t count, int datatype, int peer, gyreComm* comm,
                   gyreRequest_t* request, const char* fn) {
   return issue(comm, request, fn, [&](gyre::Communicator& c, bool async) {
-    auto dtype = toDataType(datatype);
+    auto dtype = toDataType(datatype, c);
     if (async) return c.sendAsync(sendbuff, count, dtype, peer);
     c.send(sendbuff, count, dtype, peer);
     return gyre::Work();
@@ -111,7 +111,7 @@ gyreResult_t send(const void* sendbuff, size_t count, int datatype, int peer, gy
 gyreResult_t recv(void* recvbuff, size_t count, int datatype, int peer, gyreComm* comm,
                   gyreRequest_t* request, const char* fn) {
   return issue(comm, request, fn, [&](gyre::Communicator& c, bool async) {
-    auto dtype = toDataType(datatype);
+    auto dtype = toDataType(datatype, c);
     if (async) return c.recvAsync(recvbuff, count, dtype, peer);
     c.recv(recvbuff, count, dtype, peer);
     return gyre::Work();
@@ -238,7 +238,7 @@ gyreResult_t gyreSendRecv(const void* sendbuff, size_t sendcount, int sendpeer, 
                           gyreComm_t comm) {
   return issue(comm, nullptr, "gyreSendRecv", [&](gyre::Communicator& c, bool) {
     c.sendRecv(sendbuff, sendcount, sendpeer, recvbuff, recvcount, recvpeer,
-               toDataType(raw(datatype)));
+               toDataType(raw(datatype), c));
     return gyre::Work();
   });
 }

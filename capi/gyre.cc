@@ -9,6 +9,8 @@
 #include "capi/handles.h"
 #include "capi/unique_id.h"
 #include "ring/communicator.h"
+#include "ring/join.h"
+#include "ring/join_store.h"
 #include "store/tcp_store.h"
 
 using gyre::ErrorCode;
@@ -75,9 +77,24 @@ gyreResult_t gyreCommInitRank(gyreComm_t* comm, int nranks, gyreUniqueId commId,
       fail(ErrorCode::kInvalidArgument, "rank {} is outside [0, {})", rank, nranks);
     }
     gyre::capi::UniqueId id = gyre::capi::decode(commId.internal);
-    gyre::Options options = gyre::Options::fromEnvironment();
+    gyre::Options options;
+    try {
+      options = gyre::Options::fromEnvironment();
+    } catch (const gyre::Error& e) {
+      // A typo on one rank: the others, joining through the id's store, print it too.
+      gyre::Error named(e.code(), fmt::format("rank {}: {}", rank, e.what()));
+      try {
+        gyre::Options quick;
+        quick.joinTimeout = std::chrono::seconds(10);
+        quick.joinProgressFirst = quick.joinTimeout;
+        auto store = gyre::connectStore(id.host, id.port, rank, quick);
+        gyre::Join::failBeforeCheckIn(*store, rank, nranks, quick, named);
+      } catch (const gyre::Error&) {
+      }
+      throw named;
+    }
     options.token = id.token;
-    auto store = gyre::TcpStore::connect(id.host, id.port, options.timeout);
+    auto store = gyre::connectStore(id.host, id.port, rank, options);
     // Listen where the route to the id's store leads, as the peers will reach us that way.
     *comm = wrap(gyre::Communicator::create(std::move(store), rank, nranks, options, id.host));
   });

@@ -62,18 +62,18 @@ Communicator& need(gyreComm* comm) {
   return *comm->comm;
 }
 
-DataType toDataType(int value) {
+DataType toDataType(int value, const Communicator& comm) {
   if (value < 0 || value >= kNumDataTypes) {
-    fail(ErrorCode::kInvalidArgument, "unknown datatype {} (valid: 0..{})", value,
-         kNumDataTypes - 1);
+    fail(ErrorCode::kInvalidArgument, "rank {}: unknown datatype {} (valid: 0..{})", comm.rank(),
+         value, kNumDataTypes - 1);
   }
   return static_cast<DataType>(value);
 }
 
-ReduceOp toReduceOp(int value) {
+ReduceOp toReduceOp(int value, const Communicator& comm) {
   if (value < 0 || value >= kNumReduceOps) {
-    fail(ErrorCode::kInvalidArgument, "unknown reduction op {} (valid: 0..{})", value,
-         kNumReduceOps - 1);
+    fail(ErrorCode::kInvalidArgument, "rank {}: unknown reduction op {} (valid: 0..{})",
+         comm.rank(), value, kNumReduceOps - 1);
   }
   return static_cast<ReduceOp>(value);
 }
@@ -86,7 +86,10 @@ gyreComm* wrap(std::unique_ptr<Communicator> comm) {
 
 bool requestMissing(gyreComm* comm, gyreRequest_t* request, const char* fn) {
   if (request != nullptr) return false;
-  record(slotOf(comm), gyreInvalidArgument, fn, "request is NULL");
+  std::string what = comm != nullptr && comm->comm
+                         ? fmt::format("rank {}: request is NULL", comm->comm->rank())
+                         : std::string("request is NULL");
+  record(slotOf(comm), gyreInvalidArgument, fn, what.c_str());
   return true;
 }
 

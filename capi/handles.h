@@ -87,8 +87,9 @@ int raw(const Enum& value) {
   std::memcpy(&out, &value, sizeof(out));
   return out;
 }
-DataType toDataType(int datatype);
-ReduceOp toReduceOp(int op);
+// The C enum values, checked; the messages name `comm`'s rank, as every message does.
+DataType toDataType(int datatype, const Communicator& comm);
+ReduceOp toReduceOp(int op, const Communicator& comm);
 
 gyreComm* wrap(std::unique_ptr<Communicator> comm);
 

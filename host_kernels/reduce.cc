@@ -71,7 +71,7 @@ ReduceIsa bestIsa() {
 
 // GYRE_REDUCE_ISA (read by base/options) may force an ISA; this module validates it.
 ReduceIsa isaFromEnvironment() {
-  const std::string& value = globalOptions().reduceIsa;
+  const std::string value = reduceIsaFromEnvironment();
   if (value.empty() || value == "auto") return bestIsa();
   for (ReduceIsa isa : kAllIsas) {
     if (value != reduceIsaName(isa)) continue;

@@ -8,8 +8,10 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "ring/host_identity.h"
+#include "ring/join.h"
 #include "store/store.h"
 #include "transport/shm/shm_pipe.h"
+#include "transport/shm/shm_segment.h"
 #include "transport/socket.h"
 #include "transport/tcp/tcp_connector.h"
 #include "transport/tcp/tcp_pipe.h"
@@ -40,38 +42,45 @@ bool shmHasRoom(const BootstrapParams& p, const Options& options, int rank) {
 
 }  // namespace
 
-PipeSet connectPeers(Store& store, const BootstrapParams& p, const Options& options) {
-  const auto deadline = Clock::now() + options.timeout;
+uint64_t fnv1a64(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options& options) {
+  // Creation's waits are bounded as joining is (GYRE_JOIN_TIMEOUT), not by GYRE_TIMEOUT.
+  const auto deadline = Clock::now() + std::min(options.timeout, options.joinTimeout);
   PipeSet set;
 
-  // 1. Publish who we are and where we listen.
+  // 1. Check in with what we are and where we listen; the join checks what must agree
+  // (world size, ranks, the settings the schedules depend on, the job token) on every
+  // rank, so a disagreement fails at creation everywhere, naming the setting.
   Fd listener = listenOn(SocketAddress::resolve(p.listenHost, 0));
   SocketAddress bound = SocketAddress::ofSocket(listener.get());
   const bool room = options.transport != TransportKind::kTcp && shmHasRoom(p, options, p.rank);
-  store.setString(fmt::format("addr/{}", p.rank), bound.toString());
-  store.setString(fmt::format("host/{}", p.rank), hostIdentity(options.hostId));
-  store.setString(fmt::format("pid/{}", p.rank), std::to_string(::getpid()));
-  store.setString(fmt::format("shm/{}", p.rank), room ? "1" : "0");
+  Claim mine;
+  mine.rank = p.rank;
+  mine.size = p.size;
+  mine.pid = ::getpid();
+  mine.shm = room;
+  mine.hostId = hostIdentity(options.hostId);
+  mine.hostName = mine.hostId.substr(0, mine.hostId.find('/'));
+  mine.address = bound.toString();
+  mine.process = processIdentity();
+  mine.token = p.token.empty() ? "-" : fmt::format("{:016x}", fnv1a64(p.token));
+  mine.settings = fmt::format("GYRE_ALGO={} GYRE_SLOT_BYTES={} GYRE_SLOTS={} protocol={}",
+                              algoName(options.algo), options.slotBytes, options.slots,
+                              kJoinProtocolVersion);
   log(LogLevel::kInfo, p.rank, "listening on {}", bound.toString());
-
-  // What every rank must agree on, or the schedules would not fit together (the algorithm
-  // choice and the slicing): checked here so a disagreement fails at creation on every
-  // rank, naming the setting, instead of as a mismatch or a stall in some later call.
-  const std::string config = fmt::format("GYRE_ALGO={} GYRE_SLOT_BYTES={}",
-                                         algoName(options.algo), options.slotBytes);
-  store.setString(fmt::format("config/{}", p.rank), config);
-  for (int r = 0; r < p.size; ++r) {
-    set.hostIds.push_back(store.getString(fmt::format("host/{}", r)));
-    std::string theirs = store.getString(fmt::format("config/{}", r));
-    if (theirs != config) {
-      fail(ErrorCode::kInvalidArgument,
-           "rank {}: ranks disagree on their settings: rank {} has '{}', rank {} has '{}' "
-           "(give every rank the same environment)",
-           p.rank, p.rank, config, r, theirs);
-    }
-  }
+  const std::vector<Claim> claims = join.checkIn(mine);
+  for (const Claim& c : claims) set.hostIds.push_back(c.hostId);
   set.localRanks = static_cast<int>(
       std::count(set.hostIds.begin(), set.hostIds.end(), set.hostIds[p.rank]));
+  // Rank 0 set the token before it checked in. Names and handshakes carry rank 0's
+  // process too, so that two jobs given one GYRE_TOKEN still never share a name.
+  if (p.token.empty()) p.token = store.getString("token");
+  p.commId = fnv1a64(p.token + "/" + join.prefix() + "/" + claims[0].process);
 
   // 2. Per peer: shared memory when on this host (and allowed), else tcp.
   auto useShm = [&](int peer) {
@@ -82,78 +91,89 @@ PipeSet connectPeers(Store& store, const BootstrapParams& p, const Options& opti
            "rank {}: GYRE_TRANSPORT=shm, but peer rank {} is on another host ({} vs {})", p.rank,
            peer, set.hostIds[peer], set.hostIds[p.rank]);
     }
-    return sameHost && room && store.getString(fmt::format("shm/{}", peer)) == "1";
+    return sameHost && room && claims[peer].shm;
   };
-  auto pidOf = [&](int peer) {
-    return static_cast<pid_t>(std::stol(store.getString(fmt::format("pid/{}", peer))));
-  };
+  auto pidOf = [&](int peer) { return static_cast<pid_t>(claims[peer].pid); };
 
-  // 3. Receivers create their segments first (never blocks), then tcp connections
-  // form, then senders open the segments: no rank waits on a step another skips.
-  std::vector<ShmRecvPipe*> created;
-  TcpPipeEndpoints ep;
-  ep.self = p.rank;
-  ep.worldSize = p.size;
-  ep.commId = p.commId;
-  ep.token = tokenBytes(p.token);
-  for (int peer : p.recvFrom) {
-    if (useShm(peer)) {
-      auto pipe = ShmRecvPipe::create(shmSegmentName(p.token, p.commId, peer, p.rank),
-                                      options.slots, options.slotBytes, peer, pidOf(peer));
-      created.push_back(pipe.get());
-      set.recv.emplace(peer, std::move(pipe));
-    } else {
-      ep.recvFrom.push_back(peer);
+  // 3. Receivers create their segments, anonymous (memfd: never a name in /dev/shm, so
+  // nothing is left there however the job dies) and publish where to open them; all
+  // ranks wait for that; senders open them; then tcp connections form. Where memfd is
+  // missing the segments are named: a rank that fails on the way unlinks every name it
+  // is an end of (its peer may have died holding one), and senders unlink at the open.
+  std::vector<std::string> names;
+  try {
+    TcpPipeEndpoints ep;
+    ep.self = p.rank;
+    ep.worldSize = p.size;
+    ep.commId = p.commId;
+    ep.token = tokenBytes(p.token);
+    for (int peer : p.recvFrom) {
+      if (useShm(peer)) {
+        names.push_back(shmSegmentName(p.token, p.commId, peer, p.rank));
+        auto pipe = ShmRecvPipe::create("memfd:" + names.back(), options.slots,
+                                        options.slotBytes, peer, pidOf(peer));
+        store.setString(fmt::format("segment/{}-{}", peer, p.rank), pipe->name());
+        set.recv.emplace(peer, std::move(pipe));
+      } else {
+        ep.recvFrom.push_back(peer);
+      }
     }
-  }
-  std::vector<int> shmSendTo;
-  for (int peer : p.sendTo) {
-    if (useShm(peer)) {
-      shmSendTo.push_back(peer);
-    } else {
-      ep.sendTo.emplace(peer, parseAddress(store.getString(fmt::format("addr/{}", peer))));
+    std::vector<int> shmSendTo;
+    for (int peer : p.sendTo) {
+      if (useShm(peer)) {
+        shmSendTo.push_back(peer);
+        names.push_back(shmSegmentName(p.token, p.commId, p.rank, peer));
+      } else {
+        ep.sendTo.emplace(peer, parseAddress(claims[peer].address));
+      }
     }
-  }
-  TcpConnections conns = connectPipes(listener.get(), ep, deadline);
-  listener.reset();
+    join.arrive("segments");
+    join.waitAll("segments", "creating shared-memory segments");
+    WaitContext ctx{deadline, nullptr, std::chrono::microseconds(0)};
+    for (int peer : shmSendTo) {
+      const std::string where = store.getString(fmt::format("segment/{}-{}", p.rank, peer));
+      set.send.emplace(peer, ShmSendPipe::open(where, peer, pidOf(peer), ctx));
+    }
+    TcpConnections conns = connectPipes(listener.get(), ep, deadline);
+    listener.reset();
 
-  set.progress = std::make_unique<TcpProgress>();
-  for (auto& [peer, fd] : conns.out) {
-    set.send.emplace(peer, std::make_unique<TcpSendPipe>(std::move(fd), peer, options.slots,
-                                                         options.slotBytes, set.progress.get(),
-                                                         p.size));
-  }
-  for (auto& [peer, fd] : conns.in) {
-    set.recv.emplace(peer, std::make_unique<TcpRecvPipe>(std::move(fd), peer, options.slots,
-                                                         options.slotBytes, p.size));
-  }
-  WaitContext ctx{deadline, nullptr, std::chrono::microseconds(0)};
-  for (int peer : shmSendTo) {
-    set.send.emplace(peer, ShmSendPipe::open(shmSegmentName(p.token, p.commId, p.rank, peer),
-                                             peer, pidOf(peer), ctx));
-  }
+    set.progress = std::make_unique<TcpProgress>();
+    for (auto& [peer, fd] : conns.out) {
+      set.send.emplace(peer, std::make_unique<TcpSendPipe>(std::move(fd), peer, options.slots,
+                                                           options.slotBytes,
+                                                           set.progress.get(), p.size));
+    }
+    for (auto& [peer, fd] : conns.in) {
+      set.recv.emplace(peer, std::make_unique<TcpRecvPipe>(std::move(fd), peer, options.slots,
+                                                           options.slotBytes, p.size));
+    }
 
-  // 4. Once every rank has opened its segments, no name is needed any more: nothing
-  // is left in /dev/shm even if a rank dies later.
-  store.setString(fmt::format("connected/{}", p.rank), "1");
-  std::vector<std::string> keys;
-  for (int r = 0; r < p.size; ++r) keys.push_back(fmt::format("connected/{}", r));
-  store.wait(keys);
-  for (ShmRecvPipe* pipe : created) pipe->unlinkName();
+    // 4. Once every rank has opened its segments, no name is needed any more: nothing
+    // is left in /dev/shm even if a rank dies later.
+    join.arrive("connected");
+    join.waitAll("connected", "connecting the pipes");
+    for (const std::string& name : names) ShmSegment::unlink(name);
+    log(LogLevel::kInfo, p.rank, "pipes: {} shm, {} tcp", names.size(),
+        conns.in.size() + conns.out.size());
+  } catch (...) {
+    for (const std::string& name : names) {
+      try {
+        ShmSegment::unlink(name);
+      } catch (const std::exception&) {
+      }
+    }
+    throw;
+  }
 
   // Decided alike on every rank: shm everywhere iff every rank is on one host and offered it.
   set.allShm = options.transport != TransportKind::kTcp && set.localRanks == p.size;
-  for (int r = 0; r < p.size && set.allShm; ++r) {
-    set.allShm = store.getString(fmt::format("shm/{}", r)) == "1";
-  }
+  for (int r = 0; r < p.size && set.allShm; ++r) set.allShm = claims[r].shm;
 
   // 5. Rank 0's process may be the one serving the store: it must not return (and
   // perhaps exit, taking the store with it) while another rank still waits for a
-  // reply. Every rank's last store call is this add; the last one marks completion.
-  if (store.add("bootstrapped", 1) == p.size) store.setString("bootstrap-complete", "1");
-  if (p.rank == 0) store.wait({"bootstrap-complete"});
-  log(LogLevel::kInfo, p.rank, "pipes: {} shm, {} tcp", created.size() + shmSendTo.size(),
-      conns.in.size() + conns.out.size());
+  // reply. Every rank's last store call is this arrival.
+  join.arrive("done");
+  if (p.rank == 0) join.waitAll("done", "finishing creation");
   return set;
 }
 

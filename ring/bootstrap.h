@@ -1,9 +1,11 @@
 // Bootstrap: how the ranks of a new communicator find each other and connect pipes.
 //
-// Every rank listens on one socket, publishes "addr/<rank>", its host identity and
-// pid through the store, reads its peers', and connects the pipes the algorithms need
-// (for the ring: a send pipe to rank+1 and a receive pipe from rank-1). Collective
-// like communicator creation: every rank must call it with the same arguments.
+// Every rank listens on one socket, checks in through the join (ring/join.h) with its
+// address, host identity, pid and the settings that must agree, learns its peers', and
+// connects the pipes the algorithms need (for the ring: a send pipe to rank+1 and a
+// receive pipe from rank-1). Collective like communicator creation: every rank must call
+// it with the same arguments. Every wait is the join's: bounded by GYRE_JOIN_TIMEOUT,
+// reporting progress, ending at once on every rank when one fails or dies.
 //
 // Ownership: the returned PipeSet owns its pipes and the tcp progress thread; pipes
 // are destroyed before the thread.
@@ -22,11 +24,17 @@ namespace gyre {
 
 class Store;
 
+class Join;
+
+// Bumped when what ranks exchange at creation changes: ranks of different builds fail
+// the join naming it, instead of misreading each other.
+inline constexpr int kJoinProtocolVersion = 1;
+
 struct BootstrapParams {
   int rank = 0;
   int size = 1;
-  uint64_t commId = 0;
-  std::string token;
+  uint64_t commId = 0;  // set by connectPeers from the token, the prefix and rank 0
+  std::string token;    // GYRE_TOKEN, or empty: rank 0's (from the store's "token")
   std::string listenHost;  // numeric address to listen on
   std::vector<int> sendTo;
   std::vector<int> recvFrom;
@@ -41,6 +49,9 @@ struct PipeSet {
   bool allShm = false;               // every pipe is shared memory (the cost model's input)
 };
 
-PipeSet connectPeers(Store& store, const BootstrapParams& params, const Options& options);
+// `store` is the communicator's (prefixed) store; `join` has its prefix.
+PipeSet connectPeers(Store& store, Join& join, BootstrapParams params, const Options& options);
+
+uint64_t fnv1a64(const std::string& s);
 
 }  // namespace gyre

@@ -4,14 +4,14 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <map>
-#include <mutex>
 
 #include "base/error.h"
 #include "base/launch_env.h"
 #include "base/log.h"
 #include "ring/communicator_impl.h"
 #include "ring/host_identity.h"
+#include "ring/join.h"
+#include "ring/join_store.h"
 #include "store/store.h"
 #include "store/tcp_store.h"
 
@@ -19,12 +19,6 @@
 // operations are in ring/communicator_calls.cc, the state in ring/communicator_impl.h.
 namespace gyre {
 namespace communicator_detail {
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
 
 std::string randomToken() {
   unsigned char bytes[16] = {0};
@@ -38,17 +32,41 @@ std::string randomToken() {
   return out;
 }
 
-std::string nextCommPrefix(const Store* store) {
-  static std::mutex mu;
-  static std::map<const Store*, int> counters;
-  std::lock_guard<std::mutex> lock(mu);
-  return fmt::format("gyre/comm{}", counters[store]++);
-}
-
 }  // namespace communicator_detail
 
 std::unique_ptr<Communicator> Communicator::fromEnvironment() {
-  return fromEnvironment(Options::fromEnvironment());
+  return fromEnvironment(optionsFromEnvironment());
+}
+
+Options Communicator::optionsFromEnvironment() {
+  try {
+    return Options::fromEnvironment();
+  } catch (const Error& e) {
+    // The other ranks would wait for this one: tell them why it will not come, through
+    // the store, if it can be reached soon (best effort; the error is thrown regardless).
+    LaunchEnv launch;
+    try {
+      launch = launchEnvFromProcess();
+    } catch (const Error&) {
+      throw e;  // the launcher's own variables are malformed too: this error first
+    }
+    const int rank = launch.launcher == Launcher::kNone ? -1 : launch.rank;
+    const int size = launch.size;
+    const int port = launch.masterPort;
+    Error named(e.code(), fmt::format("rank {}: {}", rank, e.what()));
+    if (rank >= 0 && rank < size && port >= 1 && port <= 65535) {
+      try {
+        Options quick;
+        quick.joinTimeout = std::chrono::seconds(10);
+        quick.joinProgressFirst = quick.joinTimeout;
+        auto store = joinStore(launch.masterAddr, static_cast<uint16_t>(port),
+                               rank, quick);
+        Join::failBeforeCheckIn(*store, rank, size, quick, named);
+      } catch (const Error&) {
+      }
+    }
+    throw named;
+  }
 }
 
 std::unique_ptr<Communicator> Communicator::fromEnvironment(const Options& options) {
@@ -73,15 +91,8 @@ std::unique_ptr<Communicator> Communicator::fromEnvironment(const Options& optio
          "MASTER_ADDR=<rank 0's host> to every rank (mpirun -x MASTER_ADDR=...)",
          host);
   }
-  std::shared_ptr<Store> store;
-  if (rank == 0) {
-    store = TcpStore::serve(host, static_cast<uint16_t>(port), options.timeout);
-  } else {
-    store = TcpStore::connect(host, static_cast<uint16_t>(port), options.timeout);
-  }
-  std::string listenHost = listenAddress(options.socketIfname, host);
-  return std::unique_ptr<Communicator>(new Communicator(
-      std::make_unique<Impl>(std::move(store), rank, size, options, listenHost)));
+  std::shared_ptr<Store> store = joinStore(host, static_cast<uint16_t>(port), rank, options);
+  return create(std::move(store), rank, size, options, host);
 }
 
 std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store, int rank,
@@ -102,7 +113,14 @@ std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store,
   if (rank < 0 || rank >= size) {
     fail(ErrorCode::kInvalidArgument, "rank {} is outside [0, {})", rank, size);
   }
-  std::string host = listenAddress(options.socketIfname, routeHost);
+  std::string host;
+  try {
+    host = listenAddress(options.socketIfname, routeHost);
+  } catch (const Error& e) {
+    Error named(e.code(), fmt::format("rank {}: {}", rank, e.what()));
+    Join::failBeforeCheckIn(*store, rank, size, options, named);
+    throw named;
+  }
   return std::unique_ptr<Communicator>(
       new Communicator(std::make_unique<Impl>(std::move(store), rank, size, options, host)));
 }

@@ -56,6 +56,11 @@ class GYRE_API Communicator {
   // 29500); rank 0 serves the bootstrap store there.
   static std::unique_ptr<Communicator> fromEnvironment();
   static std::unique_ptr<Communicator> fromEnvironment(const Options& options);
+  // Options::fromEnvironment() for a program that adjusts the options before
+  // fromEnvironment(options): a bad GYRE_* value is also published to the other ranks
+  // (through the store at MASTER_ADDR:MASTER_PORT, if it is reached within 10 s) before
+  // it is thrown, so that they fail naming it instead of waiting for this rank.
+  static Options optionsFromEnvironment();
 
   // Joins the ranks that share `store`. The communicator keeps a reference to the store
   // while it exists.

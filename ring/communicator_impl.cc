@@ -30,29 +30,45 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store, int rank, int size,
          "rank {}: pipes need at least 2 slots of 64 bytes (slots {}, slot bytes {})", rank_,
          options_.slots, options_.slotBytes);
   }
-  prefix_ = prefix.empty() ? communicator_detail::nextCommPrefix(store_.get()) : prefix;
-  auto comm = std::make_shared<PrefixStore>(prefix_, store_);
-  comm->setTimeout(options_.timeout);
-  std::string token = options_.token;
-  if (token.empty()) {
-    if (rank_ == 0) comm->setString("token", communicator_detail::randomToken());
-    token = comm->getString("token");
+  Join join(*store_, rank_, size_, options_);
+  if (prefix.empty()) {
+    prefix_ = join.claimPrefix();
+  } else {
+    prefix_ = prefix;
+    join.usePrefix(prefix_);
   }
-  BootstrapParams params;
-  params.rank = rank_;
-  params.size = size_;
-  params.commId = communicator_detail::fnv1a(token + "/" + comm->prefix());
-  params.token = token;
-  params.listenHost = listenHost;
-  // Every other rank: the ring's and trees' neighbours, the partners of recursive
-  // doubling, and of send/recv and all-to-all. (n-1 pipe pairs per rank; for very
-  // large groups these should be connected on first use instead.)
-  for (int p = 0; p < size_; ++p) {
-    if (p == rank_) continue;
-    params.sendTo.push_back(p);
-    params.recvFrom.push_back(p);
+  try {
+    try {
+      activeReduceIsa();  // GYRE_REDUCE_ISA against this CPU: at creation, not at the first sum
+    } catch (const Error& e) {
+      fail(e.code(), "rank {}: {}", rank_, e.what());
+    }
+    auto comm = std::make_shared<PrefixStore>(prefix_, store_);
+    comm->setTimeout(options_.timeout);
+    // Rank 0's token (GYRE_TOKEN, or one it makes) is there before rank 0 checks in;
+    // the others read it once the join is complete (ring/bootstrap).
+    if (rank_ == 0) {
+      comm->setString("token", options_.token.empty() ? communicator_detail::randomToken()
+                                                      : options_.token);
+    }
+    BootstrapParams params;
+    params.rank = rank_;
+    params.size = size_;
+    params.token = options_.token;
+    params.listenHost = listenHost;
+    // Every other rank: the ring's and trees' neighbours, the partners of recursive
+    // doubling, and of send/recv and all-to-all. (n-1 pipe pairs per rank; for very
+    // large groups these should be connected on first use instead.)
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      params.sendTo.push_back(p);
+      params.recvFrom.push_back(p);
+    }
+    pipes_ = connectPeers(*comm, join, params, options_);
+  } catch (const Error& e) {
+    join.publishFailure(e);
+    throw;
   }
-  pipes_ = connectPeers(*comm, params, options_);
   for (auto& [peer, pipe] : pipes_.send) peerPipes_.send[peer] = pipe.get();
   for (auto& [peer, pipe] : pipes_.recv) peerPipes_.recv[peer] = pipe.get();
   if (size_ > 1) {

@@ -28,17 +28,14 @@
 #include "ring/bootstrap.h"
 #include "ring/communicator.h"
 #include "ring/failure_propagation.h"
+#include "ring/join.h"
 #include "ring/op_queue.h"
 #include "store/store.h"
 
 namespace gyre {
 namespace communicator_detail {
 
-uint64_t fnv1a(const std::string& s);
 std::string randomToken();
-// The k-th communicator a process creates on one store gets the key prefix
-// "gyre/comm<k>"; ranks create communicators in the same order, so they agree.
-std::string nextCommPrefix(const Store* store);
 
 }  // namespace communicator_detail
 

@@ -47,6 +47,14 @@ class GYRE_API Store {
   virtual void wait(const std::vector<std::string>& keys) = 0;
   // True when every key exists; never blocks on a key.
   virtual bool check(const std::vector<std::string>& keys) = 0;
+  // Asks the store to add `delta` to `key` when this client's connection to it closes
+  // (the process died, or the store object was destroyed): how the ranks of a join learn
+  // that one of them is gone. False when this kind of store cannot (the default).
+  virtual bool addOnClose(const std::string& key, int64_t delta) {
+    (void)key;
+    (void)delta;
+    return false;
+  }
 
   // Virtual so that a PrefixStore reports and changes the bound of the store that
   // actually waits (as torch's PrefixStore does).
@@ -81,6 +89,9 @@ class GYRE_API PrefixStore : public Store {
   void wait(const std::vector<std::string>& keys) override { inner_->wait(prefixed(keys)); }
   bool check(const std::vector<std::string>& keys) override {
     return inner_->check(prefixed(keys));
+  }
+  bool addOnClose(const std::string& key, int64_t delta) override {
+    return inner_->addOnClose(prefixed(key), delta);
   }
 
   std::chrono::milliseconds timeout() const override { return inner_->timeout(); }

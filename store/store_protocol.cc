@@ -158,6 +158,8 @@ const char* storeCommandName(StoreCommand command) {
       return "wait";
     case StoreCommand::kCheck:
       return "check";
+    case StoreCommand::kAddOnClose:
+      return "add-on-close";
   }
   return "unknown";
 }
@@ -192,7 +194,9 @@ std::vector<uint8_t> encodeStoreRequest(const StoreRequest& request) {
     }
     w.bytes(request.value.data(), request.value.size());
   }
-  if (request.command == StoreCommand::kAdd) w.u64(static_cast<uint64_t>(request.delta));
+  if (request.command == StoreCommand::kAdd || request.command == StoreCommand::kAddOnClose) {
+    w.u64(static_cast<uint64_t>(request.delta));
+  }
   if (w.size() > kStoreMaxMessageBytes) {
     fail(ErrorCode::kInvalidArgument, "store {} of {} keys is {} bytes, over the limit of {}",
          storeCommandName(request.command), request.keys.size(), w.size(), kStoreMaxMessageBytes);
@@ -262,6 +266,7 @@ std::optional<StoreRequest> parseStoreRequest(std::span<const uint8_t> buffer, s
       request.keys.push_back(r.key());
       break;
     case static_cast<uint8_t>(StoreCommand::kAdd):
+    case static_cast<uint8_t>(StoreCommand::kAddOnClose):
       request.keys.push_back(r.key());
       request.delta = static_cast<int64_t>(r.u64("delta"));
       break;

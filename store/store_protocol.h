@@ -5,6 +5,8 @@
 //   request: u32 total length (these 4 bytes included), u8 command, fields
 //     kSet   key value        kGet key        kAdd key i64 delta
 //     kWait  u32 count, count x key           kCheck u32 count, count x key
+//     kAddOnClose key i64 delta (when this connection closes, the store adds delta to key:
+//                                how the ranks of a join learn that one of them died)
 //   reply:   u32 total length, u8 type, fields
 //     kOk    -                kValue value    kInteger i64    kBool u8 (0|1)
 //     kError u32 length + UTF-8 message (the request was refused, the connection stays)
@@ -31,7 +33,8 @@
 namespace gyre {
 
 inline constexpr char kStoreMagic[4] = {'G', 'Y', 'S', 'T'};
-inline constexpr uint32_t kStoreProtocolVersion = 1;
+// 2: kAddOnClose.
+inline constexpr uint32_t kStoreProtocolVersion = 2;
 inline constexpr size_t kStoreHelloBytes = 8;
 
 inline constexpr size_t kStoreMaxKeyBytes = 4 * 1024;
@@ -44,7 +47,14 @@ inline constexpr size_t kStoreMaxKeysPerRequest = 64 * 1024;
 inline constexpr size_t kStoreMaxMessageBytes =
     4 + 1 + (4 + kStoreMaxKeyBytes) + (4 + kStoreMaxValueBytes);
 
-enum class StoreCommand : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kWait = 4, kCheck = 5 };
+enum class StoreCommand : uint8_t {
+  kSet = 1,
+  kGet = 2,
+  kAdd = 3,
+  kWait = 4,
+  kCheck = 5,
+  kAddOnClose = 6
+};
 enum class StoreReplyType : uint8_t { kOk = 1, kValue = 2, kInteger = 3, kBool = 4, kError = 5 };
 
 const char* storeCommandName(StoreCommand command);
@@ -53,7 +63,7 @@ struct StoreRequest {
   StoreCommand command = StoreCommand::kGet;
   std::vector<std::string> keys;  // exactly one, except for kWait and kCheck
   std::vector<uint8_t> value;     // kSet
-  int64_t delta = 0;              // kAdd
+  int64_t delta = 0;              // kAdd, kAddOnClose
 };
 
 struct StoreReply {

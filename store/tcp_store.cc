@@ -17,6 +17,31 @@ std::string describeDuration(std::chrono::milliseconds d) {
   return fmt::format("{} ms", d.count());
 }
 
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// What holds a port that could not be bound: a gyre store answers the hello, another
+// program does not (or not in the store's words).
+std::string whoHolds(const SocketAddress& address) {
+  try {
+    const Clock::time_point deadline = Clock::now() + std::chrono::seconds(1);
+    Fd fd = connectWithRetry(address, deadline);
+    std::vector<uint8_t> hello = encodeStoreHello();
+    writeExact(fd.get(), hello.data(), hello.size(), deadline);
+    uint8_t theirs[kStoreHelloBytes];
+    readExact(fd.get(), theirs, sizeof(theirs), deadline);
+    size_t consumed = 0;
+    std::string error;
+    if (parseStoreHello(theirs, &consumed, &error)) {
+      return "another gyre job's bootstrap store is running there (two jobs on one "
+             "MASTER_PORT: give this job another port, or wait for the other to end)";
+    }
+  } catch (const Error&) {
+  }
+  return "another program holds it (choose another MASTER_PORT)";
+}
+
 std::string hostPort(const std::string& host, uint16_t port) {
   if (host.find(':') != std::string::npos) return fmt::format("[{}]:{}", host, port);
   return fmt::format("{}:{}", host, port);
@@ -70,9 +95,22 @@ std::shared_ptr<TcpStore> TcpStore::connect(const std::string& host, uint16_t po
 std::shared_ptr<TcpStore> TcpStore::serve(const std::string& host, uint16_t port,
                                           std::chrono::milliseconds timeout) {
   Fd listening;
+  SocketAddress address;
   try {
-    listening = listenOn(SocketAddress::resolve(host, port));
+    address = SocketAddress::resolve(host, port);
+    listening = listenOn(address);
   } catch (const Error& e) {
+    const std::string what = e.what();
+    if (port != 0 && what.find("in use") != std::string::npos) {
+      throw Error(e.code(), fmt::format("bootstrap store: port {} of {} is already in use: {}",
+                                        port, host, whoHolds(address)));
+    }
+    if (what.find("assign requested address") != std::string::npos) {
+      throw Error(e.code(), fmt::format("bootstrap store: {} is not an address of this host, so "
+                                        "rank 0 cannot serve the store there (MASTER_ADDR must "
+                                        "be an address of the node that runs rank 0): {}",
+                                        host, what));
+    }
     throw Error(e.code(), fmt::format("bootstrap store: {}", e.what()));
   }
   return serveOn(std::move(listening), timeout);
@@ -98,6 +136,7 @@ std::shared_ptr<TcpStore> TcpStore::serveOn(Fd listening, std::chrono::milliseco
 }
 
 void TcpStore::connectLocked(Clock::time_point deadline) {
+  const Clock::time_point start = Clock::now();
   try {
     Fd fd = connectWithRetry(address_, deadline);
     setNoDelay(fd.get());
@@ -117,8 +156,8 @@ void TcpStore::connectLocked(Clock::time_point deadline) {
     fd_ = std::move(fd);
   } catch (const Error& e) {
     throw Error(e.code(), fmt::format("could not reach the bootstrap store at {} "
-                                      "(MASTER_ADDR:MASTER_PORT) within {}: {}",
-                                      name_, describeDuration(timeout()), e.what()));
+                                      "(MASTER_ADDR:MASTER_PORT) in {:.1f} s: {}",
+                                      name_, secondsSince(start), e.what()));
   }
 }
 
@@ -197,6 +236,13 @@ int64_t TcpStore::add(const std::string& key, int64_t delta) {
 void TcpStore::wait(const std::vector<std::string>& keys) {
   exchange(makeRequest(StoreCommand::kWait, keys), StoreReplyType::kOk,
            fmt::format("wait({})", quoteKeys(keys)));
+}
+
+bool TcpStore::addOnClose(const std::string& key, int64_t delta) {
+  StoreRequest request = makeRequest(StoreCommand::kAddOnClose, {key});
+  request.delta = delta;
+  exchange(request, StoreReplyType::kOk, fmt::format("addOnClose('{}', {})", key, delta));
+  return true;
 }
 
 bool TcpStore::check(const std::vector<std::string>& keys) {

@@ -11,6 +11,10 @@
 // - Every call is bounded by timeout(). A call that times out drops its connection
 //   (the reply may still come) and the next call reconnects; when the store itself
 //   closed the connection, this and every later call fails with kRemoteError.
+// - addOnClose() registers on the current connection; a reconnection (after a timeout)
+//   fires what was registered, as the server saw the old connection close.
+// - serve() on a port that is taken says whether a gyre store answers there (another
+//   gyre job) or another program holds it.
 // Thread-safe: calls from several threads are serialized on the one connection.
 #pragma once
 
@@ -48,6 +52,7 @@ class GYRE_API TcpStore : public Store {
   int64_t add(const std::string& key, int64_t delta) override;
   void wait(const std::vector<std::string>& keys) override;
   bool check(const std::vector<std::string>& keys) override;
+  bool addOnClose(const std::string& key, int64_t delta) override;
 
   // The store's port (the bound one for a serving store).
   uint16_t port() const { return address_.port(); }

@@ -104,6 +104,7 @@ class TcpStoreServer::Loop {
     size_t outSent = 0;
     std::optional<StoreRequest> held;  // a get or wait waiting for its keys
     std::string heldOn;                // the key it is registered under in waiters_
+    std::vector<std::pair<std::string, int64_t>> onClose;  // kAddOnClose: applied in close()
   };
 
   void run() {
@@ -284,31 +285,18 @@ class TcpStoreServer::Loop {
         return;
       }
       case StoreCommand::kAdd: {
-        const std::string& key = request.keys.front();
-        int64_t sum = request.delta;
-        auto it = data_.find(key);
-        if (it != data_.end()) {
-          std::optional<int64_t> old = parseDecimal(it->second);
-          if (!old) {
-            reply(c, errorReply(fmt::format(
-                         "key '{}' holds {} bytes that are not a decimal integer, so it cannot "
-                         "be added to",
-                         key, it->second.size())));
-            return;
-          }
-          if (__builtin_add_overflow(*old, request.delta, &sum)) {
-            reply(c, errorReply(fmt::format("adding {} to key '{}' (= {}) overflows int64",
-                                            request.delta, key, *old)));
-            return;
-          }
-        }
-        data_[key] = toBytes(std::to_string(sum));
+        int64_t sum = 0;
+        std::string error = addTo(request.keys.front(), request.delta, &sum);
+        if (!error.empty()) return reply(c, errorReply(std::move(error)));
         StoreReply r = makeReply(StoreReplyType::kInteger);
         r.integer = sum;
         reply(c, r);
-        wake(key);
         return;
       }
+      case StoreCommand::kAddOnClose:
+        c.onClose.emplace_back(std::move(request.keys.front()), request.delta);
+        reply(c, makeReply(StoreReplyType::kOk));
+        return;
       case StoreCommand::kCheck: {
         bool all = true;
         for (const std::string& k : request.keys) all = all && data_.count(k) != 0;
@@ -323,6 +311,27 @@ class TcpStoreServer::Loop {
         answerOrPark(id, c);
         return;
     }
+  }
+
+  // Adds `delta` to the integer at `key` (0 if absent) into *sum and wakes its waiters;
+  // returns why it could not ("" when done).
+  std::string addTo(const std::string& key, int64_t delta, int64_t* sum) {
+    *sum = delta;
+    auto it = data_.find(key);
+    if (it != data_.end()) {
+      std::optional<int64_t> old = parseDecimal(it->second);
+      if (!old) {
+        return fmt::format(
+            "key '{}' holds {} bytes that are not a decimal integer, so it cannot be added to",
+            key, it->second.size());
+      }
+      if (__builtin_add_overflow(*old, delta, sum)) {
+        return fmt::format("adding {} to key '{}' (= {}) overflows int64", delta, key, *old);
+      }
+    }
+    data_[key] = toBytes(std::to_string(*sum));
+    wake(key);
+    return "";
   }
 
   // Answers the held get/wait of `c` if its keys are all set; otherwise registers it
@@ -377,7 +386,15 @@ class TcpStoreServer::Loop {
         if (it->second.empty()) waiters_.erase(it);
       }
     }
+    // What the client asked for when it leaves (a rank that dies while joining). Taken
+    // before the erase: the adds may wake other clients.
+    std::vector<std::pair<std::string, int64_t>> onClose = std::move(c.onClose);
     clients_.erase(id);
+    for (const auto& [key, delta] : onClose) {
+      int64_t ignored = 0;
+      std::string error = addTo(key, delta, &ignored);
+      if (!error.empty()) log(LogLevel::kWarn, kNoRank, "bootstrap store at {}: {}", name_, error);
+    }
     return false;
   }
 

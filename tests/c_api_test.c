@@ -47,6 +47,8 @@ static const char* g_mode = "parent";
 static int g_rank = -1; /* rank in the world communicator */
 static int g_failures = 0;
 static const char* g_section = "setup";
+static char g_rank_text[16] = "rank ?"; /* "rank 2": what every message must name */
+static int (*g_pipes)[2] = NULL;       /* id mode: rank 0 writes each new id to the others */
 
 static void failf(const char* fmt, ...) {
   char what[2048];
@@ -582,10 +584,12 @@ static void test_bad_arguments(gyreComm_t comm) {
   BAD(gyreAllReduce(buf, NULL, 4, gyreInt32, gyreSum, comm), comm);
   BAD(gyreAllReduce(buf, buf, 4, (gyreDataType_t)42, gyreSum, comm), comm);
   expect_message(comm, "datatype");
+  expect_message(comm, g_rank_text);
   BAD(gyreAllReduce(buf, buf, 4, (gyreDataType_t)-1, gyreSum, comm), comm);
   BAD(gyreAllReduce(buf, buf, 4, (gyreDataType_t)256, gyreSum, comm), comm);
   BAD(gyreAllReduce(buf, buf, 4, gyreInt32, (gyreRedOp_t)99, comm), comm);
   expect_message(comm, "op");
+  expect_message(comm, g_rank_text);
   BAD(gyreBroadcast(buf, buf, 4, gyreInt32, n, comm), comm);
   expect_message(comm, "root");
   BAD(gyreBroadcast(buf, buf, 4, gyreInt32, -1, comm), comm);
@@ -607,6 +611,8 @@ static void test_bad_arguments(gyreComm_t comm) {
   BAD(gyreSendRecv(buf, 4, g_rank, buf, 4, (g_rank + 1) % n, gyreInt32, comm), comm);
   BAD(gyreSendRecv(buf, 4, (g_rank + 1) % n, NULL, 4, (g_rank + 1) % n, gyreInt32, comm), comm);
   BAD(gyreAllReduceAsync(buf, buf, 4, gyreInt32, gyreSum, comm, NULL), comm);
+  expect_message(comm, "request is NULL");
+  expect_message(comm, g_rank_text);
   BAD(gyreAllReduceAsync(NULL, buf, 4, gyreInt32, gyreSum, comm, &req), comm);
   if (req != NULL) failf("a failed gyreAllReduceAsync left *request non-NULL");
   BAD(gyreBroadcastAsync(buf, buf, 4, gyreInt32, n, comm, &req), comm);
@@ -1006,6 +1012,29 @@ static void init_errors(void) {
   BAD(gyreCommInitFromEnv(NULL), NULL);
 }
 
+static int share_id(int r, int pipes[NRANKS][2], gyreUniqueId* id);
+
+/* Creating again after destroying (what the header advises after a failure), in the same
+ * mode: each cycle must agree on its store keys through the store, not through a count
+ * kept in the process (which a new store at a freed address inherited). */
+static void test_cycles(int mode_env) {
+  const int all[NRANKS] = {0, 1, 2, 3};
+  int cycle;
+  for (cycle = 0; cycle < 3; ++cycle) {
+    gyreComm_t c = NULL;
+    gyreUniqueId id;
+    if (mode_env) {
+      if (!OK(gyreCommInitFromEnv(&c), NULL)) return;
+    } else {
+      if (!share_id(g_rank, g_pipes, &id)) return;
+      if (!OK(gyreCommInitRank(&c, NRANKS, id, g_rank), NULL)) return;
+    }
+    allreduce_case(c, all, NRANKS, gyreInt64, gyreSum, 5 + cycle, 0, 0);
+    OK(gyreBarrier(c), c);
+    OK(gyreCommDestroy(c), NULL);
+  }
+}
+
 static int rank_main(int mode_env, const gyreUniqueId* id) {
   const int all[NRANKS] = {0, 1, 2, 3};
   gyreComm_t world = NULL;
@@ -1046,6 +1075,9 @@ static int rank_main(int mode_env, const gyreUniqueId* id) {
   g_section = "destroy";
   OK(gyreBarrier(world), world);
   OK(gyreCommDestroy(world), NULL);
+  section("create/destroy cycles");
+  test_cycles(mode_env);
+  section("done");
   return g_failures ? 1 : 0;
 }
 
@@ -1118,6 +1150,8 @@ static int run_ranks(const char* mode, int port) {
       g_mode = mode;
       g_section = "setup";
       g_rank = r;
+      g_pipes = pipes;
+      snprintf(g_rank_text, sizeof(g_rank_text), "rank %d", r);
       if (port > 0) {
         char text[16];
         snprintf(text, sizeof(text), "%d", r);

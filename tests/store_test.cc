@@ -302,8 +302,42 @@ TEST(TcpStore, ServeOnATakenPortFailsNamingThePort) {
   std::string what = e.what();
   EXPECT_NE(what.find(std::to_string(first->port())), std::string::npos) << what;
   EXPECT_NE(what.find("already in use"), std::string::npos) << what;
+  EXPECT_NE(what.find("another gyre job"), std::string::npos) << what;
   first->setString("still", "serving");
   EXPECT_EQ(first->getString("still"), "serving");
+}
+
+TEST(TcpStore, ServeOnAPortAnotherProgramHoldsSaysSo) {
+  Fd other = listenOn(SocketAddress::resolve("127.0.0.1", 0));  // listens, never answers
+  uint16_t port = SocketAddress::ofSocket(other.get()).port();
+  auto start = Clock::now();
+  Error e = expectError([&] { TcpStore::serve("127.0.0.1", port, kLong); });
+  std::string what = e.what();
+  EXPECT_NE(what.find("another program"), std::string::npos) << what;
+  EXPECT_EQ(what.find("another gyre job"), std::string::npos) << what;
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 3.0);
+}
+
+TEST(TcpStore, AddOnCloseFiresWhenTheClientGoes) {
+  auto server = TcpStore::serve("127.0.0.1", 0, kLong);
+  {
+    auto client = TcpStore::connect("127.0.0.1", server->port(), kLong);
+    EXPECT_TRUE(client->addOnClose("gone", 1));
+    EXPECT_TRUE(client->addOnClose("gone", 2));
+    client->setString("alive", "1");
+    EXPECT_FALSE(server->check({"gone"}));
+  }
+  server->wait({"gone"});  // the server applies both adds when the connection closes
+  EXPECT_EQ(server->getString("gone"), "3");
+  // Through a prefix, as a communicator registers it.
+  auto inner = TcpStore::connect("127.0.0.1", server->port(), kLong);
+  {
+    PrefixStore prefixed("p", inner);
+    EXPECT_TRUE(prefixed.addOnClose("dropped", 1));
+  }
+  EXPECT_FALSE(server->check({"p/dropped"}));  // the connection is still open
+  inner.reset();
+  server->wait({"p/dropped"});
 }
 
 TEST(TcpStore, ServeOnAListeningSocket) {

@@ -52,7 +52,7 @@ soname=$(readelf -d "$so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 exports=$(nm -D --defined-only "$so" | awk '{print $3}' | c++filt)
 allowed='^(gyre::(Communicator|Work|Error|Store|PrefixStore|TcpStore|Fd|SocketAddress|Options)::'
 allowed+='|gyre::(spawn|errorCodeName|failSystem|dtypeSize|isFloating|dtypeName|opName|logEnabled'
-allowed+='|logLine|globalOptions|algoKindName|parseAlgoKind|parseByteSize)\('
+allowed+='|logLine|globalOptions|algoName|parseAlgo|transportName|parseByteSize)\('
 allowed+='|(typeinfo|typeinfo name|vtable) for gyre::(Error|Store|PrefixStore|TcpStore)$)'
 stray=$(grep -Ev "$allowed" <<<"$exports" || true)
 [ -z "$stray" ] || fail "libgyre.so exports more than the public API:"$'\n'"$stray"

@@ -18,7 +18,12 @@ namespace {
 // glibc's shm_open maps "/name" to this directory; only used to ask for free space.
 constexpr const char* kShmDir = "/dev/shm";
 
+constexpr const char* kAnonymous = "memfd:";
+
+bool isProcPath(const std::string& name) { return name.rfind("/proc/", 0) == 0; }
+
 void checkName(const std::string& name) {
+  if (isProcPath(name)) return;
   // shm_open's rule: one leading slash, no other, and a file name that fits NAME_MAX.
   if (name.size() < 2 || name.size() > 255 || name[0] != '/' ||
       name.find('/', 1) != std::string::npos) {
@@ -27,12 +32,6 @@ void checkName(const std::string& name) {
 }
 
 double mib(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
-
-// Closes fd and removes the name we just created: a failed create leaves nothing.
-void abandon(int fd, const std::string& name) {
-  ::close(fd);
-  ::shm_unlink(name.c_str());
-}
 
 [[noreturn]] void failTooSmall(const std::string& name, size_t bytes, size_t freeBytes,
                                size_t totalBytes) {
@@ -46,11 +45,12 @@ void abandon(int fd, const std::string& name) {
 
 }  // namespace
 
-ShmSegment::ShmSegment(std::string name, std::byte* data, size_t size)
-    : name_(std::move(name)), data_(data), size_(size) {}
+ShmSegment::ShmSegment(std::string name, std::byte* data, size_t size, int fd)
+    : name_(std::move(name)), fd_(fd), data_(data), size_(size) {}
 
 ShmSegment::ShmSegment(ShmSegment&& other) noexcept
     : name_(std::move(other.name_)),
+      fd_(std::exchange(other.fd_, -1)),
       data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)) {}
 
@@ -58,6 +58,7 @@ ShmSegment& ShmSegment::operator=(ShmSegment&& other) noexcept {
   if (this != &other) {
     reset();
     name_ = std::move(other.name_);
+    fd_ = std::exchange(other.fd_, -1);
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
   }
@@ -68,14 +69,31 @@ ShmSegment::~ShmSegment() { reset(); }
 
 void ShmSegment::reset() {
   if (data_ != nullptr) ::munmap(data_, size_);
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
   data_ = nullptr;
   size_ = 0;
 }
 
-ShmSegment ShmSegment::create(const std::string& name, size_t bytes) {
+ShmSegment ShmSegment::create(const std::string& requested, size_t bytes) {
+  std::string name = requested;
+  int fd = -1;
+  bool anonymous = false;
+  if (name.rfind(kAnonymous, 0) == 0) {
+    name = name.substr(std::string(kAnonymous).size());
+    checkName(name);
+    fd = ::memfd_create(name.c_str() + 1, MFD_CLOEXEC);
+    anonymous = fd >= 0;
+    if (fd < 0 && errno != ENOSYS) failSystem(errno, fmt::format("memfd_create({})", name));
+  }
   checkName(name);
   if (bytes == 0) fail(ErrorCode::kInvalidArgument, "shm segment {} of 0 bytes", name);
-  int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  // Closes fd and removes the name we just created: a failed create leaves nothing.
+  auto abandon = [&](int f, const std::string& n) {
+    ::close(f);
+    if (!anonymous) ::shm_unlink(n.c_str());
+  };
+  if (!anonymous) fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
     int err = errno;
     if (err == EEXIST) {
@@ -125,13 +143,19 @@ ShmSegment ShmSegment::create(const std::string& name, size_t bytes) {
     abandon(fd, name);
     failSystem(err, fmt::format("mmap of shm segment {} ({} bytes)", name, bytes));
   }
+  if (anonymous) {
+    // Kept open: others open it through /proc while this process holds it.
+    return ShmSegment(fmt::format("/proc/{}/fd/{}", ::getpid(), fd), static_cast<std::byte*>(p),
+                      bytes, fd);
+  }
   ::close(fd);  // the mapping keeps the segment alive
   return ShmSegment(name, static_cast<std::byte*>(p), bytes);
 }
 
 std::optional<ShmSegment> ShmSegment::tryOpen(const std::string& name) {
   checkName(name);
-  int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+  int fd = isProcPath(name) ? ::open(name.c_str(), O_RDWR | O_CLOEXEC)
+                            : ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
   if (fd < 0) {
     int err = errno;
     if (err == ENOENT) return std::nullopt;
@@ -170,8 +194,13 @@ ShmSegment ShmSegment::open(const std::string& name, Clock::time_point deadline)
   }
 }
 
-bool ShmSegment::unlink(const std::string& name) {
+bool ShmSegment::unlink(const std::string& requested) {
+  // "memfd:/x": the named fallback, if create() had to use it.
+  const std::string name = requested.rfind(kAnonymous, 0) == 0
+                               ? requested.substr(std::string(kAnonymous).size())
+                               : requested;
   checkName(name);
+  if (isProcPath(name)) return false;  // anonymous: it has no name to remove
   if (::shm_unlink(name.c_str()) == 0) return true;
   int err = errno;
   if (err == ENOENT) return false;
@@ -180,6 +209,7 @@ bool ShmSegment::unlink(const std::string& name) {
 
 bool ShmSegment::exists(const std::string& name) {
   checkName(name);
+  if (isProcPath(name)) return false;
   int fd = ::shm_open(name.c_str(), O_RDONLY | O_CLOEXEC, 0);
   if (fd < 0) return false;
   ::close(fd);

@@ -12,6 +12,13 @@
 // mapping stays valid after its name is gone. Who unlinks is the caller's decision
 // (the shm pipe unlinks as soon as both sides have mapped, so nothing is left behind).
 //
+// Anonymous segments: create("memfd:/name", ...) makes the segment with memfd_create, so
+// it never has a name in /dev/shm and nothing can be left there, whenever and however
+// its processes die; the object keeps the fd, and name() is "/proc/<pid>/fd/<fd>", which
+// open()/tryOpen() of another process of the same user opens (the creator must still
+// hold it). unlink() and exists() of such names do nothing / say false. Where the kernel
+// has no memfd_create, create() falls back to the named segment "/name".
+//
 // Thread safety: the static functions are safe from any thread; an object is used by
 // one thread at a time. What is stored in the mapped bytes is the caller's business.
 #pragma once
@@ -63,10 +70,11 @@ class ShmSegment {
   bool mapped() const { return data_ != nullptr; }
 
  private:
-  ShmSegment(std::string name, std::byte* data, size_t size);
+  ShmSegment(std::string name, std::byte* data, size_t size, int fd = -1);
   void reset();
 
   std::string name_;
+  int fd_ = -1;  // an anonymous segment's memfd, held so that others can open it
   std::byte* data_ = nullptr;
   size_t size_ = 0;
 };

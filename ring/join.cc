@@ -1,0 +1,394 @@
+#include "ring/join.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "base/log.h"
+#include "store/store.h"
+#include "store/tcp_store.h"
+
+namespace gyre {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr auto kFirstPoll = 2ms;
+constexpr auto kLongestPoll = 100ms;
+constexpr auto kLinger = 2s;  // how long a serving rank keeps a failure readable
+
+std::string hostName() {
+  char name[256] = {0};
+  ::gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+// "GYRE_ALGO=ring GYRE_SLOTS=4" -> {GYRE_ALGO: ring, GYRE_SLOTS: 4}
+std::map<std::string, std::string> settingsMap(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(text);
+  std::string word;
+  while (in >> word) {
+    size_t eq = word.find('=');
+    out[word.substr(0, eq)] = eq == std::string::npos ? "" : word.substr(eq + 1);
+  }
+  return out;
+}
+
+// The settings that differ, as "GYRE_ALGO (ring here, tree there)".
+std::string settingsDiff(const std::string& mine, const std::string& theirs) {
+  auto a = settingsMap(mine);
+  auto b = settingsMap(theirs);
+  std::string out;
+  for (const auto& [name, value] : a) {
+    std::string other = b.count(name) ? b[name] : "(unset)";
+    if (other != value) out += fmt::format("{}{}={} here, {} there", out.empty() ? "" : "; ", name, value, other);
+  }
+  for (const auto& [name, value] : b) {
+    if (!a.count(name)) out += fmt::format("{}{} unknown here, {} there", out.empty() ? "" : "; ", name, value);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string Claim::encode() const {
+  return fmt::format("{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n", rank, size, pid, shm ? 1 : 0,
+                     hostId, hostName, address, process, token, settings);
+}
+
+bool Claim::decode(const std::string& text, Claim* out) {
+  std::istringstream in(text);
+  std::string f[10];
+  for (std::string& field : f) {
+    if (!std::getline(in, field)) return false;
+  }
+  try {
+    out->rank = std::stoi(f[0]);
+    out->size = std::stoi(f[1]);
+    out->pid = std::stol(f[2]);
+  } catch (const std::exception&) {
+    return false;
+  }
+  out->shm = f[3] == "1";
+  out->hostId = f[4];
+  out->hostName = f[5];
+  out->address = f[6];
+  out->process = f[7];
+  out->token = f[8];
+  out->settings = f[9];
+  return true;
+}
+
+std::string Claim::where() const {
+  std::string ip = address.substr(0, address.rfind(':'));
+  return fmt::format("host {} ({}), pid {}", hostName, ip, pid);
+}
+
+std::string rankRanges(const std::vector<int>& ranks) {
+  std::vector<int> r = ranks;
+  std::sort(r.begin(), r.end());
+  std::string out;
+  for (size_t i = 0; i < r.size();) {
+    size_t j = i;
+    while (j + 1 < r.size() && r[j + 1] == r[j] + 1) ++j;
+    out += fmt::format("{}{}", out.empty() ? "" : ",",
+                       j == i ? fmt::format("{}", r[i]) : fmt::format("{}-{}", r[i], r[j]));
+    i = j + 1;
+  }
+  return out.empty() ? "none" : out;
+}
+
+std::string processIdentity() {
+  // A forked child inherits the nonce; its pid tells it apart.
+  static const uint64_t nonce = static_cast<uint64_t>(Clock::now().time_since_epoch().count()) ^
+                                (static_cast<uint64_t>(::getpid()) << 40);
+  return fmt::format("{}:{}:{:x}", hostName(), ::getpid(), nonce);
+}
+
+std::string describeStore(Store& store) {
+  Store* s = &store;
+  while (auto* p = dynamic_cast<PrefixStore*>(s)) s = p->inner().get();
+  if (auto* t = dynamic_cast<TcpStore*>(s)) return t->address();
+  return "the bootstrap store";
+}
+
+bool servesStore(Store& store) {
+  Store* s = &store;
+  while (auto* p = dynamic_cast<PrefixStore*>(s)) s = p->inner().get();
+  auto* t = dynamic_cast<TcpStore*>(s);
+  return t != nullptr && t->serving();
+}
+
+Join::Join(Store& store, int rank, int size, const Options& options)
+    : store_(store),
+      rank_(rank),
+      size_(size),
+      options_(options),
+      storeName_(describeStore(store)),
+      start_(Clock::now()),
+      byRank_(static_cast<size_t>(size)) {}
+
+double Join::seconds() const {
+  return std::chrono::duration<double>(Clock::now() - start_).count();
+}
+
+std::string Join::claimPrefix() {
+  const std::string owner = fmt::format("gyre/owner/{}", rank_);
+  const std::string me = processIdentity();
+  if (!store_.check({owner}) && store_.add(fmt::format("gyre/owner-claims/{}", rank_), 1) == 1) {
+    store_.setString(owner, me);
+  }
+  // The winner of a race sets the owner right after its add.
+  watch([&] { return store_.check({owner}); }, [&] { return "the owner of this rank"; },
+        "taking this rank");
+  std::string holder = store_.getString(owner);
+  if (holder != me) {
+    Error taken(ErrorCode::kInvalidArgument,
+                fmt::format("rank {0}: rank {0} on the bootstrap store at {1} is already held by "
+                            "another process ({2}): two processes were given RANK={0} (are "
+                            "--nnodes, --nproc_per_node and --node_rank right on every node?), or "
+                            "another job uses the same MASTER_ADDR:MASTER_PORT",
+                            rank_, storeName_, holder));
+    // The holder's join, if it is still going on, fails too instead of waiting. The
+    // holder counts its communicator right after taking the rank: give it a moment.
+    const std::string created = fmt::format("gyre/created/{}", rank_);
+    int64_t k = store_.add(created, 0);
+    for (int i = 0; i < 100 && k == 0; ++i) {
+      std::this_thread::sleep_for(20ms);
+      k = store_.add(created, 0);
+    }
+    if (k > 0) {
+      prefix_ = fmt::format("gyre/comm{}", k - 1);
+      if (!store_.check({key("complete")})) publishFailure(taken);
+    }
+    throw taken;
+  }
+  int64_t k = store_.add(fmt::format("gyre/created/{}", rank_), 1);
+  prefix_ = fmt::format("gyre/comm{}", k - 1);
+  return prefix_;
+}
+
+std::vector<Claim> Join::checkIn(const Claim& mine) {
+  // Registered before the claim: a rank seen at all is a rank whose death is seen.
+  store_.addOnClose(key("alarm"), 1);
+  store_.addOnClose(key(fmt::format("dropped/{}", rank_)), 1);
+  const int64_t seq = store_.add(key("arrived"), 1);
+  store_.setString(key(fmt::format("claim/{}", seq)), mine.encode());
+  watch(
+      [&] {
+        absorb(mine);
+        return joined_ == size_;
+      },
+      [&] {
+        return fmt::format("{} of {} ranks have joined; missing {} (not seen yet); joined {}",
+                           joined_, size_, rankRanges(missing()), joinedSummary());
+      },
+      "joining");
+  store_.setString(key("complete"), "1");
+  const double took = seconds();
+  if (rank_ == 0) {
+    LogLevel level =
+        took * 1000 >= static_cast<double>(options_.joinProgressFirst.count()) ? LogLevel::kWarn
+                                                                               : LogLevel::kInfo;
+    log(level, rank_, "all {} ranks joined in {:.1f} s (store {})", size_, took, storeName_);
+  }
+  return byRank_;
+}
+
+void Join::absorb(const Claim& mine) {
+  const int64_t arrived = store_.add(key("arrived"), 0);
+  while (seen_ < arrived) {
+    const std::string k = key(fmt::format("claim/{}", seen_ + 1));
+    if (!store_.check({k})) return;  // its rank is between its add and its set
+    ++seen_;
+    Claim c;
+    if (!Claim::decode(store_.getString(k), &c)) {
+      fail(ErrorCode::kInvalidArgument,
+           "rank {}: a malformed check-in reached the store at {} (a different gyre version, or "
+           "another program using the port?)",
+           rank_, storeName_);
+    }
+    if (c.size != size_) {
+      fail(ErrorCode::kInvalidArgument,
+           "rank {}: the ranks disagree on the world size: rank {} ({}) was started with "
+           "WORLD_SIZE={}, rank {} ({}) with WORLD_SIZE={}. Start every node with the same "
+           "--nnodes and --nproc_per_node (the world is nnodes x nproc_per_node)",
+           rank_, c.rank, c.where(), c.size, mine.rank, mine.where(), mine.size);
+    }
+    if (c.rank < 0 || c.rank >= size_) {
+      fail(ErrorCode::kInvalidArgument, "rank {}: rank {} ({}) is outside [0, {})", rank_, c.rank,
+           c.where(), size_);
+    }
+    Claim& slot = byRank_[static_cast<size_t>(c.rank)];
+    if (slot.rank >= 0) {
+      fail(ErrorCode::kInvalidArgument,
+           "rank {}: rank {} was claimed twice, by {} and by {}: give every process its own "
+           "RANK (check --nnodes, --nproc_per_node and --node_rank on every node)",
+           rank_, c.rank, slot.where(), c.where());
+    }
+    if (c.settings != mine.settings) {
+      fail(ErrorCode::kInvalidArgument,
+           "rank {}: the ranks disagree on settings that must match: rank {} ({}) vs rank {} "
+           "({}): {}. Give every rank the same environment",
+           rank_, mine.rank, mine.where(), c.rank, c.where(), settingsDiff(mine.settings, c.settings));
+    }
+    if (c.token != "-" && mine.token != "-" && c.token != mine.token) {
+      fail(ErrorCode::kInvalidArgument,
+           "rank {}: rank {} ({}) has another job token (GYRE_TOKEN) than this rank: it belongs "
+           "to another job, or the job's ranks were given different GYRE_TOKEN values",
+           rank_, c.rank, c.where());
+    }
+    slot = c;
+    ++joined_;
+  }
+}
+
+std::vector<int> Join::missing() const {
+  std::vector<int> out;
+  for (int r = 0; r < size_; ++r) {
+    if (byRank_[static_cast<size_t>(r)].rank < 0) out.push_back(r);
+  }
+  return out;
+}
+
+// "0-3 on host a (10.0.0.1), 4-5 on host b (10.0.0.2)"
+std::string Join::joinedSummary() const {
+  std::map<std::string, std::vector<int>> byHost;
+  for (const Claim& c : byRank_) {
+    if (c.rank >= 0) byHost[c.hostName + " (" + c.address.substr(0, c.address.rfind(':')) + ")"].push_back(c.rank);
+  }
+  std::string out;
+  for (const auto& [host, ranks] : byHost) {
+    out += fmt::format("{}{} on {}", out.empty() ? "" : ", ", rankRanges(ranks), host);
+  }
+  return out.empty() ? "none" : out;
+}
+
+void Join::arrive(const std::string& step) {
+  store_.setString(key(fmt::format("{}/{}", step, rank_)), "1");
+  store_.add(key(step), 1);
+}
+
+void Join::waitAll(const std::string& step, const char* what) {
+  watch([&] { return store_.add(key(step), 0) >= size_; },
+        [&] {
+          std::vector<int> late;
+          for (int r = 0; r < size_; ++r) {
+            if (!store_.check({key(fmt::format("{}/{}", step, r))})) late.push_back(r);
+          }
+          std::string hosts;
+          for (int r : late) {
+            const Claim& c = byRank_[static_cast<size_t>(r)];
+            if (c.rank >= 0 && hosts.size() < 400) hosts += fmt::format("; rank {}: {}", r, c.where());
+          }
+          return fmt::format("waiting for rank(s) {}{}", rankRanges(late), hosts);
+        },
+        what);
+}
+
+template <typename Ready, typename Progress>
+void Join::watch(Ready&& ready, Progress&& progress, const char* what) {
+  const Clock::time_point deadline = start_ + options_.joinTimeout;
+  Clock::time_point nextReport = start_ + options_.joinProgressFirst;
+  Clock::duration pause = kFirstPoll;
+  for (;;) {
+    try {
+      if (ready()) return;
+      checkAlarms();
+    } catch (const Error& e) {
+      // Only the store's own errors ("add('...'): lost the connection to the bootstrap
+      // store ..."), not a failure another rank published.
+      const std::string text = e.what();
+      const bool storeGone = text.rfind("rank ", 0) != 0 &&
+                             (text.find("lost the connection to the bootstrap store") !=
+                                  std::string::npos ||
+                              text.find("is gone:") != std::string::npos);
+      if (!storeGone) throw;
+      fail(ErrorCode::kRemoteError,
+           "rank {}: the bootstrap store at {} went away after {:.1f} s, while {}: the process "
+           "serving it (rank 0) exited or failed, and its own output says why ({})",
+           rank_, storeName_, seconds(), what, text);
+    }
+    const Clock::time_point now = Clock::now();
+    if (now >= deadline) {
+      fail(ErrorCode::kTimeout,
+           "rank {}: {} did not complete after {:.1f} s (GYRE_JOIN_TIMEOUT={} s): {}; store {}. "
+           "Are all nodes started, with the same --nnodes/--nproc_per_node, and MASTER_ADDR/"
+           "MASTER_PORT naming rank 0's node?",
+           rank_, what, seconds(), options_.joinTimeout.count() / 1000.0, progress(), storeName_);
+    }
+    if (now >= nextReport) {
+      log(LogLevel::kWarn, rank_, "{} for {:.0f} s: {}; store {} (gives up at {} s, GYRE_JOIN_TIMEOUT)",
+          what, seconds(), progress(), storeName_, options_.joinTimeout.count() / 1000.0);
+      while (nextReport <= now) nextReport += options_.joinProgressEvery;
+    }
+    std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - now));
+    pause = std::min<Clock::duration>(pause * 2, kLongestPoll);
+  }
+}
+
+void Join::checkAlarms() {
+  const int64_t alarms = store_.add(key("alarm"), 0);
+  if (alarms == alarmsSeen_) return;
+  if (store_.add(key("failures"), 0) > 0) {
+    if (!store_.check({key("error/1")})) return;  // its publisher is between add and set
+    std::string text = store_.getString(key("error/1"));
+    size_t nl = text.find('\n');
+    int code = std::atoi(text.substr(0, nl).c_str());
+    if (!seenCounted_) store_.add(key("error-seen"), 1);
+    seenCounted_ = true;
+    throw Error(code >= 1 && code <= 7 ? static_cast<ErrorCode>(code) : ErrorCode::kRemoteError,
+                fmt::format("rank {}: creating the communicator failed on another rank: {}", rank_,
+                            nl == std::string::npos ? text : text.substr(nl + 1)));
+  }
+  for (int r = 0; r < size_; ++r) {
+    if (!store_.check({key(fmt::format("dropped/{}", r))}) ||
+        store_.check({key(fmt::format("done/{}", r))})) {
+      continue;
+    }
+    const Claim& c = byRank_[static_cast<size_t>(r)];
+    fail(ErrorCode::kRemoteError,
+         "rank {}: rank {}{} exited (or lost its connection to the store at {}) after {:.1f} s, "
+         "while the communicator was being created: the others cannot go on without it; its own "
+         "output says why it ended",
+         rank_, r, c.rank >= 0 ? " (" + c.where() + ")" : "", storeName_, seconds());
+  }
+  alarmsSeen_ = alarms;  // only drops of ranks that had finished: nothing wrong
+}
+
+void Join::failBeforeCheckIn(Store& store, int rank, int size, const Options& options,
+                             const Error& error) noexcept {
+  try {
+    Join join(store, rank, size, options);
+    join.claimPrefix();
+    join.publishFailure(error);
+  } catch (const std::exception& e) {
+    log(LogLevel::kWarn, rank, "could not tell the other ranks why setup failed: {}", e.what());
+  }
+}
+
+void Join::publishFailure(const Error& error) noexcept {
+  if (prefix_.empty()) return;
+  try {
+    if (store_.add(key("failures"), 1) == 1) {
+      store_.setString(key("error/1"),
+                       fmt::format("{}\n{}", static_cast<int>(error.code()), error.what()));
+    }
+    store_.add(key("alarm"), 1);
+    if (!seenCounted_) store_.add(key("error-seen"), 1);  // every rank counts itself once
+    seenCounted_ = true;
+    if (!servesStore(store_)) return;
+    const Clock::time_point until = Clock::now() + kLinger;
+    while (Clock::now() < until && store_.add(key("error-seen"), 0) < size_) {
+      std::this_thread::sleep_for(10ms);
+    }
+  } catch (const std::exception& e) {
+    log(LogLevel::kWarn, rank_, "could not tell the other ranks why creation failed: {}", e.what());
+  }
+}
+
+}  // namespace gyre

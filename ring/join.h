@@ -1,0 +1,122 @@
+// Join: how the ranks of a new communicator check in with each other through the store
+// before any pipe is connected, so that a mistake ends creation on every rank within
+// seconds, saying what differs and what to do, instead of a silent wait.
+//
+// Protocol (keys "<prefix>/join/..." unless they start with "gyre/"):
+//   1. Ownership (top-level communicators): "gyre/owner/<r>" names the process holding
+//      rank r on this store (taken atomically through add("gyre/owner-claims/<r>")). A
+//      second process claiming r (a rank given twice, another job on the same port)
+//      fails at once and tells the owner's join, which fails too if still in progress.
+//   2. Prefix: add("gyre/created/<r>") counts the communicators the owner of rank r has
+//      begun on this store; the k-th is "gyre/comm<k>". Agreed through the store, never
+//      through process memory, so a new store always starts at comm0.
+//   3. Check-in: seq = add("arrived"), then "claim/<seq>" holds what the rank believes
+//      (Claim). The store is asked to add 1 to "alarm" and to "dropped/<r>" when the
+//      rank's connection closes (it died while joining).
+//   4. Every rank polls the arrivals and checks each claim against its own (world size,
+//      a rank claimed twice, settings that must agree, job token); watches "alarm" (a
+//      failure published by any rank with publishFailure(), or a drop of a rank that has
+//      not arrived at "done"); reports progress on stderr (Options::joinProgress*); and
+//      gives up at Options::joinTimeout naming the missing ranks.
+// arrive()/waitAll() are the same watchful wait for the later barriers of creation.
+//
+// Ownership and threads: a Join belongs to one rank's creation, on one thread; it keeps a
+// reference to the store, which must outlive it.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "base/options.h"
+#include "transport/socket.h"  // Clock
+
+namespace gyre {
+
+class Store;
+
+// What one rank believes and offers, as it checks in.
+struct Claim {
+  int rank = -1;
+  int size = 0;
+  long pid = 0;
+  bool shm = false;      // it can hold shared-memory receive segments
+  std::string hostId;    // hostIdentity(): equal ids share memory
+  std::string hostName;  // for messages
+  std::string address;   // "host:port" it listens on for pipes
+  std::string process;   // unique id of its process (processIdentity())
+  std::string token;     // hash of its GYRE_TOKEN, "-" when it takes rank 0's
+  std::string settings;  // "GYRE_ALGO=ring GYRE_SLOT_BYTES=131072 ...": must agree
+
+  std::string encode() const;
+  static bool decode(const std::string& text, Claim* out);
+  std::string where() const;  // "host h (10.0.0.2)"
+};
+
+// "0-3,5,7-9".
+std::string rankRanges(const std::vector<int>& ranks);
+
+// This process's unique id (hostname:pid:random), made once.
+std::string processIdentity();
+
+// The store's address for messages ("10.0.0.1:29500"), or "the bootstrap store".
+std::string describeStore(Store& store);
+// Whether this process serves `store` (and so takes it away when it exits).
+bool servesStore(Store& store);
+
+class Join {
+ public:
+  Join(Store& store, int rank, int size, const Options& options);
+
+  // Steps 1-2: takes this rank on the store and returns its next communicator's prefix.
+  std::string claimPrefix();
+  // For a communicator whose prefix is known (a split).
+  void usePrefix(std::string prefix) { prefix_ = std::move(prefix); }
+  const std::string& prefix() const { return prefix_; }
+
+  // Steps 3-4: returns every rank's claim, by rank.
+  std::vector<Claim> checkIn(const Claim& mine);
+
+  // A barrier of creation: arrive() marks this rank at `step`; waitAll() returns when
+  // every rank has arrived, watching failures and drops as checkIn() does.
+  void arrive(const std::string& step);
+  void waitAll(const std::string& step, const char* what);
+
+  // Tells the other ranks why this rank cannot go on (the first published is what they
+  // print). Never throws. A rank that serves the store lingers up to 2 s until every
+  // rank has failed or read it ("error-seen"), as its exit takes the store away.
+  void publishFailure(const Error& error) noexcept;
+
+  double seconds() const;
+
+  // For a rank whose setup failed before it could check in (a bad GYRE_* value, an
+  // interface that does not exist): takes its place in the join as claimPrefix() does
+  // and publishes `error` there, so that the other ranks print it. Never throws.
+  static void failBeforeCheckIn(Store& store, int rank, int size, const Options& options,
+                                const Error& error) noexcept;
+
+ private:
+  template <typename Ready, typename Progress>
+  void watch(Ready&& ready, Progress&& progress, const char* what);
+  void checkAlarms();
+  void absorb(const Claim& mine);  // reads and checks the claims that arrived
+  std::string key(const std::string& name) const { return prefix_ + "/join/" + name; }
+  std::string joinedSummary() const;
+  std::vector<int> missing() const;
+
+  Store& store_;
+  const int rank_;
+  const int size_;
+  const Options options_;
+  const std::string storeName_;
+  const Clock::time_point start_;
+  std::string prefix_;
+  std::vector<Claim> byRank_;  // claims read so far, by rank (rank -1: none yet)
+  int64_t seen_ = 0;           // claims read (arrival numbers 1..seen_)
+  int joined_ = 0;
+  int64_t alarmsSeen_ = 0;
+  bool seenCounted_ = false;  // this rank is counted in "error-seen"
+};
+
+}  // namespace gyre

@@ -1,0 +1,362 @@
+// Startup mistakes, tried with real processes on one host (tests/join_netns_test.cc has
+// the two-node layouts): ranks that disagree on the world size, a rank two processes
+// claim, settings or job tokens that differ, a rank whose setup fails, a rank killed while
+// joining, a rank that never comes, a second job on a port, a GYRE_* typo. Every case must
+// end on every rank within seconds (far below GYRE_JOIN_TIMEOUT, which is 30 s here, and
+// GYRE_TIMEOUT, 60 s), with a message naming what differs and the ranks involved, and
+// leave nothing in /dev/shm. Also: create/destroy cycles on 2-8 ranks, every init mode.
+//
+// Each failing case prints one "[join]" line (what rank 0 saw, how long) for the issue's
+// closing table.
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "base/error.h"
+#include "join_harness.h"
+#include "ring/communicator.h"
+#include "ring/join_store.h"
+#include "store/tcp_store.h"
+
+namespace gyre {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::expectAllFailed;
+using testing::Outcome;
+using testing::ProcessRanks;
+
+Options joinOptions(const std::string& token) {
+  Options o;
+  o.timeout = 60s;  // GYRE_TIMEOUT: never what ends a join
+  o.joinTimeout = 30s;
+  o.joinProgressFirst = 500ms;
+  o.joinProgressEvery = 1s;
+  o.token = token;
+  return o;
+}
+
+std::string uniqueToken(const char* what) {
+  return fmt::format("j{}_{}", what, ::getpid());
+}
+
+// Reaches the store (rank 0 serves it), creates, and runs `rounds` checked sums.
+void createAndSum(const std::string& host, uint16_t port, int rank, int size, const Options& o,
+                  int rounds = 3) {
+  std::shared_ptr<Store> store = joinStore(host, port, rank, o);
+  auto comm = Communicator::create(store, rank, size, o, host);
+  std::vector<int64_t> v(3000);
+  const int64_t want = static_cast<int64_t>(size) * (size + 1) / 2;
+  for (int i = 0; i < rounds; ++i) {
+    std::fill(v.begin(), v.end(), rank + 1);
+    comm->allReduce(v.data(), v.data(), v.size(), DataType::kInt64, ReduceOp::kSum);
+    for (int64_t x : v) {
+      if (x != want) fail(ErrorCode::kInternal, "rank {}: sum {} instead of {}", rank, x, want);
+    }
+  }
+}
+
+void printCase(const char* name, const std::vector<Outcome>& outs) {
+  double worst = 0;
+  for (const Outcome& o : outs) worst = std::max(worst, o.seconds);
+  std::printf("[join] %s: every rank failed within %.2f s; rank 0: %s\n", name, worst,
+              outs[0].message.c_str());
+}
+
+void expectNoSegments(const std::string& token) {
+  EXPECT_TRUE(testing::shmSegmentsOf(token).empty())
+      << testing::shmSegmentsOf(token).size() << " segments left, e.g. "
+      << testing::shmSegmentsOf(token).front();
+}
+
+// Children c = 0..n-1 believe they are rank ranks[c] of sizes[c].
+std::vector<Outcome> runBeliefs(const std::vector<int>& ranks, const std::vector<int>& sizes,
+                                const Options& base,
+                                std::function<void(int child, Options&)> adjust = nullptr) {
+  const uint16_t port = testing::freePort();
+  ProcessRanks group(static_cast<int>(ranks.size()));
+  group.start([&](int c) {
+    Options o = base;
+    if (adjust) adjust(c, o);
+    createAndSum("127.0.0.1", port, ranks[c], sizes[c], o);
+  });
+  return group.join(25);
+}
+
+// node 1 started with --nnodes=3 (world 6 there, 4 here): ranks 2 and 3 say 6.
+TEST(Join, WorldSizesThatDifferFailEveryRankNamingBoth) {
+  const std::string token = uniqueToken("ws");
+  auto outs = runBeliefs({0, 1, 2, 3}, {4, 4, 6, 6}, joinOptions(token));
+  expectAllFailed(outs, 8.0, {"WORLD_SIZE=4", "WORLD_SIZE=6", "--nnodes", "disagree"});
+  printCase("world sizes 4 and 6", outs);
+  expectNoSegments(token);
+}
+
+TEST(Join, ARankTwoProcessesClaimFailsEveryRank) {
+  const std::string token = uniqueToken("dup");
+  auto outs = runBeliefs({0, 1, 2, 2}, {4, 4, 4, 4}, joinOptions(token));
+  expectAllFailed(outs, 8.0, {"RANK=2", "already held by another process"});
+  printCase("rank 2 claimed twice", outs);
+  expectNoSegments(token);
+}
+
+// node 0 runs ranks 0-3 of 8; node 1 was given --nproc_per_node=2 (ranks 2-3 of 4): the
+// same ranks twice and two world sizes; whichever is seen first is reported.
+TEST(Join, ANprocPerNodeDisagreementFailsEveryRank) {
+  const std::string token = uniqueToken("nproc");
+  auto outs = runBeliefs({0, 1, 2, 3, 2, 3}, {8, 8, 8, 8, 4, 4}, joinOptions(token));
+  for (const Outcome& o : outs) {
+    SCOPED_TRACE(testing::describe(o));
+    EXPECT_TRUE(o.reported && !o.ok && !o.hung);
+    EXPECT_LT(o.seconds, 8.0);
+    bool named = o.message.find("already held by another process") != std::string::npos ||
+                 o.message.find("WORLD_SIZE=4") != std::string::npos;
+    EXPECT_TRUE(named);
+    EXPECT_NE(o.message.find("--nproc_per_node"), std::string::npos);
+  }
+  printCase("--nproc_per_node 4 and 2", outs);
+  expectNoSegments(token);
+}
+
+TEST(Join, SettingsThatDifferFailEveryRankNamingTheSetting) {
+  const std::string token = uniqueToken("set");
+  auto outs = runBeliefs({0, 1, 2, 3}, {4, 4, 4, 4}, joinOptions(token), [](int c, Options& o) {
+    if (c == 3) o.algo = AllReduceAlgo::kTree;
+  });
+  expectAllFailed(outs, 8.0, {"GYRE_ALGO=", "tree", "rank 3"});
+  printCase("GYRE_ALGO=tree on rank 3", outs);
+}
+
+TEST(Join, AnotherJobTokenFailsEveryRank) {
+  const std::string token = uniqueToken("tok");
+  auto outs = runBeliefs({0, 1, 2}, {3, 3, 3}, joinOptions(token), [&](int c, Options& o) {
+    if (c == 1) o.token = token + "x";
+  });
+  expectAllFailed(outs, 8.0, {"GYRE_TOKEN", "rank 1"});
+}
+
+TEST(Join, ARankWhoseSetupFailedIsNamedByEveryRank) {
+  const std::string token = uniqueToken("ifn");
+  auto outs = runBeliefs({0, 1, 2, 3}, {4, 4, 4, 4}, joinOptions(token), [](int c, Options& o) {
+    if (c == 2) o.socketIfname = "=nosuchif0";
+  });
+  expectAllFailed(outs, 8.0, {"rank 2", "nosuchif0"});
+  printCase("GYRE_SOCKET_IFNAME=nosuch on rank 2", outs);
+}
+
+TEST(Join, ARankKilledWhileJoiningEndsTheJoinOnEveryRank) {
+  const std::string token = uniqueToken("kill");
+  const uint16_t port = testing::freePort();
+  ProcessRanks group(4);
+  Options o = joinOptions(token);
+  group.start([&](int c) { createAndSum("127.0.0.1", port, c, 5, o); });  // rank 4 never comes
+  std::this_thread::sleep_for(1500ms);
+  const double killedAt = std::chrono::duration<double>(Clock::now() - group.started()).count();
+  group.kill(3);
+  auto outs = group.join(25);
+  expectAllFailed(outs, killedAt + 4.0, {"rank 3", "exited"}, /*skip=*/3);
+  for (int c = 0; c < 3; ++c) EXPECT_GT(outs[c].seconds, killedAt) << outs[c].message;
+  printCase("rank 3 killed 1.5 s into the join", {outs[0], outs[1], outs[2]});
+  expectNoSegments(token);
+}
+
+TEST(Join, AMissingRankIsReportedWhileWaitingThenAtTheJoinTimeout) {
+  const std::string token = uniqueToken("miss");
+  Options o = joinOptions(token);
+  o.joinTimeout = 2500ms;
+  o.joinProgressFirst = 400ms;
+  o.joinProgressEvery = 800ms;
+  auto outs = runBeliefs({0, 1}, {3, 3}, o);
+  for (const Outcome& out : outs) {
+    SCOPED_TRACE(testing::describe(out));
+    EXPECT_TRUE(out.reported && !out.ok && !out.hung);
+    EXPECT_EQ(out.code, static_cast<int>(ErrorCode::kTimeout));
+    EXPECT_GT(out.seconds, 2.4);
+    EXPECT_LT(out.seconds, 6.0);
+    EXPECT_NE(out.message.find("GYRE_JOIN_TIMEOUT=2.5 s"), std::string::npos);
+    EXPECT_NE(out.message.find("did not complete after 2."), std::string::npos);
+    EXPECT_NE(out.message.find("missing 2"), std::string::npos);
+    EXPECT_EQ(out.message.find("1800"), std::string::npos);
+    // Progress at 0.4 s, 1.2 s, 2.0 s: how many joined, who is missing, where.
+    size_t lines = 0;
+    for (size_t at = 0; (at = out.log.find("2 of 3 ranks have joined; missing 2", at)) !=
+                        std::string::npos;
+         ++at) {
+      ++lines;
+    }
+    EXPECT_GE(lines, 2u);
+    EXPECT_NE(out.log.find("store 127.0.0.1:"), std::string::npos);
+  }
+  printCase("rank 2 never started (GYRE_JOIN_TIMEOUT=2.5)", outs);
+}
+
+TEST(Join, ALateRankIsWaitedForAndRankZeroSaysWhenAllJoined) {
+  const std::string token = uniqueToken("late");
+  const uint16_t port = testing::freePort();
+  Options o = joinOptions(token);
+  o.joinProgressFirst = 300ms;
+  ProcessRanks group(3);
+  group.start([&](int c) {
+    if (c == 2) std::this_thread::sleep_for(1500ms);
+    createAndSum("127.0.0.1", port, c, 3, o);
+  });
+  auto outs = group.join(25);
+  for (const Outcome& out : outs) EXPECT_TRUE(out.ok) << testing::describe(out);
+  EXPECT_NE(outs[0].log.find("missing 2"), std::string::npos) << outs[0].log;
+  EXPECT_NE(outs[0].log.find("all 3 ranks joined in"), std::string::npos) << outs[0].log;
+}
+
+// SIGKILL one rank at a random point of startup (connecting to the store, joining,
+// creating segments, connecting pipes, the first sums): the others end (failing, naming
+// it, or done if the kill came late) without hanging, and nothing of the job is left in
+// /dev/shm. A rank killed before it reached the store cannot be told from one not
+// started yet: the others end at GYRE_JOIN_TIMEOUT (3 s here) naming it as missing.
+TEST(Join, KilledAtRandomPointsOfStartupLeavesNothingBehind) {
+  std::mt19937 rng(20261201);
+  const int runs = 12;
+  double worst = 0;
+  for (int run = 0; run < runs; ++run) {
+    const std::string token = fmt::format("jrand{}_{}", run, ::getpid());
+    const uint16_t port = testing::freePort();
+    const int n = 3 + run % 2;
+    // Odd runs kill the whole job at once (as a scheduler does): nobody is left to
+    // clean up, so nothing may ever have had a name in /dev/shm.
+    const bool wholeJob = run % 2 == 1;
+    const int victim = static_cast<int>(rng() % static_cast<unsigned>(n));
+    const auto delay = std::chrono::milliseconds(rng() % 500);
+    Options o = joinOptions(token);
+    o.timeout = 10s;
+    o.joinTimeout = 3s;
+    ProcessRanks group(n);
+    group.start([&](int c) { createAndSum("127.0.0.1", port, c, n, o, 20); });
+    std::this_thread::sleep_for(delay);
+    const double killedAt = std::chrono::duration<double>(Clock::now() - group.started()).count();
+    if (wholeJob) {
+      for (int c = 0; c < n; ++c) group.kill(c);
+    } else {
+      group.kill(victim);
+    }
+    auto outs = group.join(25);
+    for (const Outcome& out : outs) {
+      if (out.child == victim || wholeJob) continue;
+      SCOPED_TRACE(fmt::format("run {}: victim {} of {} at {:.3f} s; {}", run, victim, n,
+                               killedAt, testing::describe(out)));
+      EXPECT_TRUE(out.reported && !out.hung);
+      if (!out.ok) {
+        worst = std::max(worst, out.seconds - killedAt);
+        EXPECT_LT(out.seconds - killedAt, 3.0 + 3.0);
+        EXPECT_TRUE(out.message.find(fmt::format("rank {}", victim)) != std::string::npos ||
+                    out.message.find(fmt::format("missing {}", victim)) != std::string::npos);
+      }
+    }
+    EXPECT_TRUE(testing::shmSegmentsOf(token).empty())
+        << "run " << run << ": " << (wholeJob ? "all" : "victim " + std::to_string(victim))
+        << " killed at " << killedAt << " s left "
+        << testing::shmSegmentsOf(token).size() << " segments";
+  }
+  std::printf("[join] SIGKILL at random points of startup: %d runs, 0 hangs, worst kill->error "
+              "%.2f s, nothing left in /dev/shm\n", runs, worst);
+}
+
+TEST(Join, ASecondJobOnTheSamePortFailsAtOnceAndTheFirstRunsOn) {
+  const uint16_t port = testing::freePort();
+  Options a = joinOptions(uniqueToken("joba"));
+  ProcessRanks first(2);
+  first.start([&](int c) {
+    std::shared_ptr<Store> store = joinStore("127.0.0.1", port, c, a);
+    auto comm = Communicator::create(store, c, 2, a, "127.0.0.1");
+    const Clock::time_point until = Clock::now() + 4s;
+    std::vector<int64_t> v(1000);
+    for (;;) {
+      int64_t stop = c == 0 && Clock::now() >= until;  // rank 0 decides, for both
+      comm->allReduce(&stop, &stop, 1, DataType::kInt64, ReduceOp::kMax);
+      if (stop) break;
+      std::fill(v.begin(), v.end(), c + 1);
+      comm->allReduce(v.data(), v.data(), v.size(), DataType::kInt64, ReduceOp::kSum);
+      for (int64_t x : v) {
+        if (x != 3) fail(ErrorCode::kInternal, "job A: wrong sum {}", x);
+      }
+    }
+  });
+  std::this_thread::sleep_for(1500ms);
+  Options b = joinOptions(uniqueToken("jobb"));
+  ProcessRanks second(2);
+  second.start([&](int c) { createAndSum("127.0.0.1", port, c, 2, b); });
+  auto outs = second.join(20);
+  EXPECT_NE(outs[0].message.find("already in use: another gyre job"), std::string::npos)
+      << testing::describe(outs[0]);
+  EXPECT_NE(outs[1].message.find("already held by another process"), std::string::npos)
+      << testing::describe(outs[1]);
+  for (const Outcome& o : outs) {
+    EXPECT_TRUE(o.reported && !o.ok && !o.hung) << testing::describe(o);
+    EXPECT_LT(o.seconds, 4.0) << testing::describe(o);
+  }
+  for (const Outcome& o : first.join(30)) EXPECT_TRUE(o.ok) << testing::describe(o);
+  std::printf("[join] second job on a port: its rank 0: %s\n[join] its rank 1: %s\n",
+              outs[0].message.c_str(), outs[1].message.c_str());
+}
+
+// From the environment, as under a launcher: a typo in one rank's GYRE_* value.
+TEST(Join, AGyreVariableTypoOnOneRankFailsEveryRankAtCreation) {
+  const uint16_t port = testing::freePort();
+  ProcessRanks group(3);
+  group.start([&](int c) {
+    ::setenv("RANK", std::to_string(c).c_str(), 1);
+    ::setenv("WORLD_SIZE", "3", 1);
+    ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+    ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+    ::setenv("GYRE_JOIN_TIMEOUT", "30", 1);
+    if (c == 1) ::setenv("GYRE_REDUCE_ISA", "avx1024", 1);
+    auto comm = Communicator::fromEnvironment();
+  });
+  auto outs = group.join(25);
+  expectAllFailed(outs, 8.0,
+                  {"rank 1", "GYRE_REDUCE_ISA='avx1024'", "auto, portable, avx2 or avx512"});
+  printCase("GYRE_REDUCE_ISA=avx1024 on rank 1", outs);
+}
+
+// Creating again after destroying, as the header advises after a failure: a new store
+// per cycle (rank 0 serves it, as gyreCommInitRank's id does), several communicators one
+// after another on one store, and from the environment on one port.
+class CreateDestroyCycles : public ::testing::TestWithParam<int> {};
+
+TEST_P(CreateDestroyCycles, EveryInitModeCreatesAgain) {
+  const int n = GetParam();
+  const std::vector<uint16_t> ports = testing::freePorts(5);  // 3 cycles, 1 store, env
+  Options o = joinOptions("");
+  o.token.clear();  // rank 0 makes one per communicator
+  ProcessRanks group(n);
+  group.start([&](int c) {
+    for (int cycle = 0; cycle < 3; ++cycle) {
+      createAndSum("127.0.0.1", ports[cycle], c, n, o, 1);
+    }
+    std::shared_ptr<Store> store = joinStore("127.0.0.1", ports[3], c, o);
+    for (int cycle = 0; cycle < 3; ++cycle) {
+      auto comm = Communicator::create(store, c, n, o, "127.0.0.1");
+      int64_t x = c + 1;
+      comm->allReduce(&x, &x, 1, DataType::kInt64, ReduceOp::kSum);
+      if (x != static_cast<int64_t>(n) * (n + 1) / 2) fail(ErrorCode::kInternal, "sum {}", x);
+      comm->barrier();
+    }
+    ::setenv("RANK", std::to_string(c).c_str(), 1);
+    ::setenv("WORLD_SIZE", std::to_string(n).c_str(), 1);
+    ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+    ::setenv("MASTER_PORT", std::to_string(ports[4]).c_str(), 1);
+    for (int cycle = 0; cycle < 2; ++cycle) {
+      auto comm = Communicator::fromEnvironment();
+      int64_t x = c + 1;
+      comm->allReduce(&x, &x, 1, DataType::kInt64, ReduceOp::kSum);
+      if (x != static_cast<int64_t>(n) * (n + 1) / 2) fail(ErrorCode::kInternal, "sum {}", x);
+    }
+  });
+  for (const Outcome& out : group.join(120)) EXPECT_TRUE(out.ok) << testing::describe(out);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, CreateDestroyCycles, ::testing::Values(2, 3, 5, 8));
+
+}  // namespace
+}  // namespace gyre
