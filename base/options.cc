@@ -89,7 +89,13 @@ Options Options::fromEnvironment() {
     if (s == "auto") o.transport = TransportKind::kAuto;
     else if (s == "tcp") o.transport = TransportKind::kTcp;
     else if (s == "shm") o.transport = TransportKind::kShm;
-    else fail(ErrorCode::kInvalidArgument, "GYRE_TRANSPORT='{}': use auto, tcp or shm", s);
+    else if (s == "rdma") o.transport = TransportKind::kRdma;
+    else fail(ErrorCode::kInvalidArgument, "GYRE_TRANSPORT='{}': use auto, tcp, shm or rdma", s);
+  }
+  if (const char* v = env("GYRE_IB_HCA")) o.ibHca = v;
+  if (const char* v = env("GYRE_REQUIRE_RDMA")) o.requireRdma = std::string(v) == "1";
+  if (const char* v = env("GYRE_IB_GID_INDEX")) {
+    o.ibGidIndex = static_cast<int>(parseInteger(v, "GYRE_IB_GID_INDEX", 0, 255));
   }
   if (const char* v = env("GYRE_ALGO")) {
     if (!parseAlgoKind(v, o.algo)) {

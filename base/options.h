@@ -16,7 +16,7 @@
 
 namespace gyre {
 
-enum class TransportKind { kAuto, kTcp, kShm };
+enum class TransportKind { kAuto, kTcp, kShm, kRdma };
 enum class ThreadPriority { kAuto, kRealtime, kNice, kNormal };
 enum class AlgoKind { kAuto, kRing, kTree, kRecursiveDoubling };
 
@@ -31,7 +31,14 @@ struct Options {
   // a pipe's K slots stay in the L2 cache while the neighbour consumes them.
   size_t slotBytes = 128 * 1024;
   size_t slots = 4;                                    // GYRE_SLOTS per pipe
-  TransportKind transport = TransportKind::kAuto;      // GYRE_TRANSPORT=auto|tcp|shm
+  TransportKind transport = TransportKind::kAuto;      // GYRE_TRANSPORT=auto|tcp|shm|rdma
+  // GYRE_IB_HCA: which RDMA devices and ports to use, NCCL_IB_HCA's syntax
+  // ("mlx5_0:1,mlx5_1" prefixes, "^" excludes, "=" exact; transport/rdma/hca_filter.h).
+  std::string ibHca;
+  int ibGidIndex = -1;  // GYRE_IB_GID_INDEX: the GID table entry (-1: first RoCE v2 IPv4)
+  // GYRE_REQUIRE_RDMA=1: the rdma tests fail instead of skipping where no device is usable
+  // (CI sets it inside the soft-RoCE VM, so a broken VM cannot pass as "skipped").
+  bool requireRdma = false;
   AlgoKind algo = AlgoKind::kAuto;                     // GYRE_ALGO=auto|ring|tree|rd
   std::string socketIfname;                            // GYRE_SOCKET_IFNAME (NCCL syntax)
   std::string token;                                   // GYRE_TOKEN (else rank 0 makes one)
