@@ -347,7 +347,10 @@ double timeOps(Communicator& comm, CollectiveRunner& runner, const Layout& l, Gr
 }
 
 const char* transportName(TransportKind k) {
-  return k == TransportKind::kTcp ? "tcp" : k == TransportKind::kShm ? "shm" : "auto";
+  return k == TransportKind::kTcp    ? "tcp"
+         : k == TransportKind::kShm  ? "shm"
+         : k == TransportKind::kRdma ? "rdma"
+                                     : "auto";
 }
 
 // Every rank's "pid host", in rank order: each rank writes its own record into a zeroed
