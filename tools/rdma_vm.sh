@@ -175,6 +175,9 @@ trap 'echo "[guest] RDMA setup failed at line $LINENO: $BASH_COMMAND" >&2; exit 
 set -e
 echo 0 > /proc/sys/net/ipv4/conf/all/rp_filter; echo 0 > /proc/sys/net/ipv4/conf/default/rp_filter
 echo 1 > /proc/sys/net/ipv4/conf/all/accept_local
+# rxe turns a large write into a burst of MTU-sized packets; the default backlog (1000) drops
+# part of a burst through the veth, and each drop stalls the QP for a retry timeout.
+echo 10000 > /proc/sys/net/core/netdev_max_backlog
 { echo "link set lo up"
   if [ "$TOPO" != none ]; then
     echo "link add rdma0 type dummy"; echo "addr add 192.168.77.1/24 dev rdma0"; echo "link set rdma0 up"; fi

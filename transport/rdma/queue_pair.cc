@@ -121,7 +121,8 @@ void QueuePair::connect(const QpEndpoint& remote) {
   }
   ibv_qp_attr s{};
   s.qp_state = IBV_QPS_RTS;
-  s.timeout = 16;    // 4.096 us * 2^16 = 268 ms per try: emulated devices (rxe) are slow
+  s.timeout = 14;    // 4.096 us * 2^14 = 67 ms per try (rc_pingpong, perftest); a lost packet
+                     // stalls the QP this long, and a dead peer is found by the socket first
   s.retry_cnt = 7;
   s.rnr_retry = 7;   // receives are pre-posted; RNR can only be transient
   s.sq_psn = psn_;

@@ -8,7 +8,7 @@
 // Completions: poll() reaps up to N work completions without blocking. sleep() is the
 // "then sleep" half of spin-then-sleep: it arms the CQ, re-polls (no lost wake-up), and
 // poll(2)s the completion channel together with one extra fd (the pipe's control socket)
-// for at most 10 ms. Retries are bounded (timeout 2^16 * 4.096 us, 7 retries), so a
+// for at most 10 ms. Retries are bounded (timeout 2^14 * 4.096 us, 7 retries), so a
 // vanished peer turns into a completion error within a few seconds even without the
 // socket telling us first.
 //
