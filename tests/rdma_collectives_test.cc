@@ -164,5 +164,22 @@ TEST(RdmaFaults, KilledRankIsNamedByEverySurvivor) {
   }
 }
 
+// Where no device is usable (here: GYRE_IB_HCA names none), GYRE_TRANSPORT=rdma fails the
+// communicator's creation on every rank, naming the setting; it runs on every machine.
+TEST(RdmaSetup, ForcedRdmaWithoutADeviceFailsClearly) {
+  SpawnOptions s;
+  s.options = rdmaOptions();
+  s.options.timeout = std::chrono::seconds(30);
+  s.options.ibHca = "=no_such_hca";
+  try {
+    spawn(2, [](Communicator&) {}, s);
+    FAIL() << "a communicator was made over rdma without a device";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("GYRE_TRANSPORT=rdma, but this rank has no usable RDMA device"), std::string::npos) << m;
+    EXPECT_NE(m.find("GYRE_IB_HCA"), std::string::npos) << m;
+  }
+}
+
 }  // namespace
 }  // namespace gyre
