@@ -98,13 +98,21 @@ Options Options::fromEnvironment() {
   if (const char* v = env("GYRE_TRANSPORT")) {
     std::string s(v);
     bool known = false;
-    for (TransportKind k : {TransportKind::kAuto, TransportKind::kTcp, TransportKind::kShm}) {
+    for (TransportKind k :
+         {TransportKind::kAuto, TransportKind::kTcp, TransportKind::kShm, TransportKind::kRdma}) {
       if (s == transportName(k)) {
         o.transport = k;
         known = true;
       }
     }
-    if (!known) fail(ErrorCode::kInvalidArgument, "GYRE_TRANSPORT='{}': use auto, tcp or shm", s);
+    if (!known) {
+      fail(ErrorCode::kInvalidArgument, "GYRE_TRANSPORT='{}': use auto, tcp, shm or rdma", s);
+    }
+  }
+  if (const char* v = env("GYRE_IB_HCA")) o.ibHca = v;
+  if (const char* v = env("GYRE_REQUIRE_RDMA")) o.requireRdma = std::string(v) == "1";
+  if (const char* v = env("GYRE_IB_GID_INDEX")) {
+    o.ibGidIndex = static_cast<int>(parseInteger(v, "GYRE_IB_GID_INDEX", 0, 255));
   }
   if (const char* v = env("GYRE_ALGO")) {
     if (!parseAlgo(v, o.algo)) {
@@ -169,6 +177,7 @@ const char* transportName(TransportKind kind) {
     case TransportKind::kAuto: return "auto";
     case TransportKind::kTcp: return "tcp";
     case TransportKind::kShm: return "shm";
+    case TransportKind::kRdma: return "rdma";
   }
   return "unknown";
 }

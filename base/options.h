@@ -18,7 +18,7 @@
 
 namespace gyre {
 
-enum class TransportKind { kAuto, kTcp, kShm };
+enum class TransportKind { kAuto, kTcp, kShm, kRdma };
 enum class ThreadPriority { kAuto, kRealtime, kNice, kNormal };
 // The all-reduce algorithms, as GYRE_ALGO names them and as the schedules run them. kAuto
 // is only a setting (the cost model of collectives/algorithm_choice.h picks); a chosen
@@ -46,7 +46,14 @@ struct GYRE_API Options {
   // a pipe's K slots stay in the L2 cache while the neighbour consumes them.
   size_t slotBytes = 128 * 1024;
   size_t slots = 4;                                    // GYRE_SLOTS per pipe
-  TransportKind transport = TransportKind::kAuto;      // GYRE_TRANSPORT=auto|tcp|shm
+  TransportKind transport = TransportKind::kAuto;      // GYRE_TRANSPORT=auto|tcp|shm|rdma
+  // GYRE_IB_HCA: which RDMA devices and ports to use, NCCL_IB_HCA's syntax
+  // ("mlx5_0:1,mlx5_1" prefixes, "^" excludes, "=" exact; transport/rdma/hca_filter.h).
+  std::string ibHca;
+  int ibGidIndex = -1;  // GYRE_IB_GID_INDEX: the GID table entry (-1: first RoCE v2 IPv4)
+  // GYRE_REQUIRE_RDMA=1: the rdma tests fail instead of skipping where no device is usable
+  // (CI sets it inside the soft-RoCE VM, so a broken VM cannot pass as "skipped").
+  bool requireRdma = false;
   AllReduceAlgo algo = AllReduceAlgo::kAuto;           // GYRE_ALGO=auto|ring|tree|rd|hier
   std::string socketIfname;                            // GYRE_SOCKET_IFNAME (NCCL syntax)
   std::string token;                                   // GYRE_TOKEN (else rank 0 makes one)
@@ -84,7 +91,7 @@ std::string reduceIsaFromEnvironment();
 GYRE_API const char* algoName(AllReduceAlgo algo);
 GYRE_API bool parseAlgo(const std::string& text, AllReduceAlgo& algo);
 
-// The GYRE_TRANSPORT spelling of `kind`: "auto", "tcp", "shm".
+// The GYRE_TRANSPORT spelling of `kind`: "auto", "tcp", "shm", "rdma".
 GYRE_API const char* transportName(TransportKind kind);
 
 // "512K" -> 524288; plain numbers are bytes; K/M/G are powers of 2. Throws

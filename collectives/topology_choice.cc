@@ -87,6 +87,7 @@ double busiestHostLinkBytes(AllReduceAlgo algo, size_t bytes, const HostTopology
       }
       break;
     }
+    case AllReduceAlgo::kAuto: break;  // a setting, never a chosen algorithm
   }
   return load.busiest();
 }
@@ -121,6 +122,7 @@ double predictTopologyMicros(AllReduceAlgo algo, size_t bytes, const HostTopolog
       return cost.inter.alphaUs * steps + 2 * (l - 1) / l * s / cost.intra.bytesPerUs +
              std::max(link, 2 * (h - 1) / h * s / l / cost.intra.bytesPerUs);
     }
+    case AllReduceAlgo::kAuto: break;  // a setting, never a chosen algorithm
   }
   return 0;
 }

@@ -10,6 +10,7 @@
 #include "ring/host_identity.h"
 #include "ring/join.h"
 #include "store/store.h"
+#include "transport/rdma/rdma_connector.h"
 #include "transport/shm/shm_pipe.h"
 #include "transport/shm/shm_segment.h"
 #include "transport/socket.h"
@@ -38,6 +39,74 @@ bool shmHasRoom(const BootstrapParams& p, const Options& options, int rank) {
       "(enlarge /dev/shm, e.g. docker --shm-size, or lower GYRE_SLOT_BYTES)",
       free ? *free : 0, need);
   return false;
+}
+
+std::string rdmaKey(int sender, int receiver, const char* end) {
+  return fmt::format("rdma/{}-{}/{}", sender, receiver, end);
+}
+
+// Which peers get rdma pipes, and the device they use.
+struct RdmaChoice {
+  std::unique_ptr<RdmaConnector> connector;
+  std::set<int> peers;
+};
+
+// Decided alike on both ends of every pipe: each rank that may use rdma publishes whether
+// it has a usable device ("rdma/<rank>"), and a pair uses rdma only if both do. Logs, at
+// INFO, which transport each peer got and why.
+RdmaChoice chooseRdma(Store& store, const BootstrapParams& p, const Options& options,
+                      const std::vector<std::string>& hostIds) {
+  RdmaChoice c;
+  std::set<int> peers(p.sendTo.begin(), p.sendTo.end());
+  peers.insert(p.recvFrom.begin(), p.recvFrom.end());
+  const bool forced = options.transport == TransportKind::kRdma;
+  const bool offHost = std::any_of(hostIds.begin(), hostIds.end(),
+                                   [&](const std::string& h) { return h != hostIds[p.rank]; });
+  const bool wanted = forced || (options.transport == TransportKind::kAuto && offHost);
+  auto sameHost = [&](int peer) { return hostIds[peer] == hostIds[p.rank]; };
+  std::string why;
+  if (wanted) {
+    c.connector = RdmaConnector::open(options, &why);
+    if (!c.connector && forced) {
+      fail(ErrorCode::kInvalidArgument,
+           "rank {}: GYRE_TRANSPORT=rdma, but this rank has no usable RDMA device: {} (check "
+           "GYRE_IB_HCA and GYRE_IB_GID_INDEX, or use GYRE_TRANSPORT=auto or tcp)",
+           p.rank, why);
+    }
+    store.setString(fmt::format("rdma/{}", p.rank), c.connector ? c.connector->description() : "");
+  }
+  for (int peer : peers) {
+    std::string transport, reason;
+    if (!wanted || (!forced && sameHost(peer))) {
+      transport = sameHost(peer) && options.transport != TransportKind::kTcp ? "shm" : "tcp";
+      reason = options.transport == TransportKind::kTcp ? "GYRE_TRANSPORT=tcp"
+               : sameHost(peer)                         ? "same host"
+                                                        : "GYRE_TRANSPORT=" + std::string(
+                                                              options.transport == TransportKind::kShm ? "shm" : "auto");
+    } else {
+      std::string theirs = store.getString(fmt::format("rdma/{}", peer));
+      if (!c.connector) {
+        transport = "tcp";
+        reason = "this rank has no RDMA device: " + why;
+      } else if (theirs.empty()) {
+        if (forced) {
+          fail(ErrorCode::kInvalidArgument,
+               "rank {}: GYRE_TRANSPORT=rdma, but peer rank {} has no usable RDMA device", p.rank,
+               peer);
+        }
+        transport = "tcp";
+        reason = fmt::format("peer rank {} has no RDMA device", peer);
+      } else {
+        transport = "rdma";
+        reason = fmt::format("{}, {} -> {} on rank {}", forced ? "GYRE_TRANSPORT=rdma" : "another host",
+                             c.connector->description(), theirs, peer);
+        c.peers.insert(peer);
+      }
+    }
+    log(LogLevel::kInfo, p.rank, "peer rank {}: {} ({})", peer, transport, reason);
+  }
+  if (c.peers.empty()) c.connector.reset();
+  return c;
 }
 
 }  // namespace
@@ -82,8 +151,11 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
   if (p.token.empty()) p.token = store.getString("token");
   p.commId = fnv1a64(p.token + "/" + join.prefix() + "/" + claims[0].process);
 
-  // 2. Per peer: shared memory when on this host (and allowed), else tcp.
+  // 2. Per peer: shared memory when on this host (and allowed); rdma to another host when
+  // both ends have a usable device (or everywhere with GYRE_TRANSPORT=rdma); else tcp.
+  RdmaChoice rdma = chooseRdma(store, p, options, set.hostIds);
   auto useShm = [&](int peer) {
+    if (options.transport == TransportKind::kRdma) return false;
     bool sameHost = set.hostIds[peer] == set.hostIds[p.rank];
     if (options.transport == TransportKind::kTcp) return false;
     if (options.transport == TransportKind::kShm && !sameHost) {
@@ -107,6 +179,19 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
     ep.worldSize = p.size;
     ep.commId = p.commId;
     ep.token = tokenBytes(p.token);
+    auto useRdma = [&](int peer) { return rdma.peers.count(peer) != 0; };
+    for (int peer : p.recvFrom) {
+      if (!useShm(peer) && useRdma(peer)) {
+        store.setString(rdmaKey(peer, p.rank, "r"),
+                        rdma.connector->addRecv(peer, options.slots, options.slotBytes, p.size));
+      }
+    }
+    for (int peer : p.sendTo) {
+      if (!useShm(peer) && useRdma(peer)) {
+        store.setString(rdmaKey(p.rank, peer, "s"),
+                        rdma.connector->addSend(peer, options.slots, options.slotBytes, p.size));
+      }
+    }
     for (int peer : p.recvFrom) {
       if (useShm(peer)) {
         names.push_back(shmSegmentName(p.token, p.commId, peer, p.rank));
@@ -137,6 +222,32 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
     TcpConnections conns = connectPipes(listener.get(), ep, deadline);
     listener.reset();
 
+    // The rdma pipes take their tcp connection as the status channel (rdma_pipe.h).
+    size_t rdmaPipes = 0;
+    for (auto it = conns.out.begin(); it != conns.out.end();) {
+      if (!useRdma(it->first)) {
+        ++it;
+        continue;
+      }
+      set.send.emplace(it->first, rdma.connector->connectSend(
+                                      it->first, store.getString(rdmaKey(p.rank, it->first, "r")),
+                                      std::move(it->second)));
+      it = conns.out.erase(it);
+      ++rdmaPipes;
+    }
+    for (auto it = conns.in.begin(); it != conns.in.end();) {
+      if (!useRdma(it->first)) {
+        ++it;
+        continue;
+      }
+      set.recv.emplace(it->first, rdma.connector->connectRecv(
+                                      it->first, store.getString(rdmaKey(it->first, p.rank, "s")),
+                                      std::move(it->second)));
+      it = conns.in.erase(it);
+      ++rdmaPipes;
+    }
+    rdma.connector.reset();
+
     set.progress = std::make_unique<TcpProgress>();
     for (auto& [peer, fd] : conns.out) {
       set.send.emplace(peer, std::make_unique<TcpSendPipe>(std::move(fd), peer, options.slots,
@@ -153,7 +264,7 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
     join.arrive("connected");
     join.waitAll("connected", "connecting the pipes");
     for (const std::string& name : names) ShmSegment::unlink(name);
-    log(LogLevel::kInfo, p.rank, "pipes: {} shm, {} tcp", names.size(),
+    log(LogLevel::kInfo, p.rank, "pipes: {} shm, {} rdma, {} tcp", names.size(), rdmaPipes,
         conns.in.size() + conns.out.size());
   } catch (...) {
     for (const std::string& name : names) {
@@ -166,7 +277,8 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
   }
 
   // Decided alike on every rank: shm everywhere iff every rank is on one host and offered it.
-  set.allShm = options.transport != TransportKind::kTcp && set.localRanks == p.size;
+  set.allShm = options.transport != TransportKind::kTcp &&
+               options.transport != TransportKind::kRdma && set.localRanks == p.size;
   for (int r = 0; r < p.size && set.allShm; ++r) set.allShm = claims[r].shm;
 
   // 5. Rank 0's process may be the one serving the store: it must not return (and

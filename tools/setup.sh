@@ -9,6 +9,8 @@ packages=(
   googletest libgtest-dev libgmock-dev            # tests
   libbenchmark-dev                                # reduce_bench
   libibverbs-dev                                  # RDMA transport (optional at run time)
+  ibverbs-providers ibverbs-utils perftest        # soft-RoCE provider, ibv_devinfo, ib_write_bw
+  qemu-system-x86 busybox-static kmod cpio        # the soft-RoCE VM of the rdma tests (tools/rdma_vm.sh)
   libopenblas-dev zlib1g-dev                      # gyre-train: BLAS, gzip'd IDX files
   dataset-fashion-mnist                           # gyre-train's data
   iproute2                                        # multi-host tests in network namespaces

@@ -1,0 +1,44 @@
+// For the rdma tests: whether this machine has a usable RDMA device (else the test skips
+// with the reason, or fails under GYRE_REQUIRE_RDMA=1), and which device each side uses.
+// Inside the soft-RoCE VM (tools/rdma_vm.sh) RDMA_DEV_A/RDMA_DEV_B name two rxe devices on
+// the two ends of a veth pair, so traffic between "a" and "b" ranks crosses a link.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "base/options.h"
+#include "transport/rdma/rdma_connector.h"
+
+namespace gyre::testing {
+
+// GYRE_IB_HCA for side 0 ("a") or 1 ("b"): exact device names in the VM, else any device.
+inline std::string rdmaHcaFor(int side) {
+  const char* dev = std::getenv(side == 0 ? "RDMA_DEV_A" : "RDMA_DEV_B");
+  return dev && *dev ? std::string("=") + dev : std::string();
+}
+
+// Empty when a device is usable; else why not.
+inline std::string rdmaUnavailable() {
+  Options o = Options::fromEnvironment();
+  o.ibHca = rdmaHcaFor(0);
+  std::string why;
+  auto c = RdmaConnector::open(o, &why);
+  return c ? std::string() : why;
+}
+
+}  // namespace gyre::testing
+
+#define GYRE_SKIP_WITHOUT_RDMA()                                                        \
+  do {                                                                                  \
+    std::string why_ = ::gyre::testing::rdmaUnavailable();                              \
+    if (!why_.empty()) {                                                                \
+      if (::gyre::Options::fromEnvironment().requireRdma) {                             \
+        FAIL() << "GYRE_REQUIRE_RDMA=1 but no RDMA device is usable: " << why_;         \
+      }                                                                                 \
+      std::printf("rdma test skipped: %s\n", why_.c_str());                             \
+      GTEST_SKIP() << "no usable RDMA device: " << why_;                                \
+    }                                                                                   \
+  } while (0)
