@@ -535,9 +535,14 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     // gyre::Error names the peer and the collective; say which rank saw it.
     // Before the communicator exists, the launcher's rank (mpirun's, srun's, torchrun's).
+    // Errors from creation name it already ("rank 3: ..."): not twice.
     if (rank < 0) rank = launcherRank();
-    std::fprintf(stderr, "gyre-bench: rank %s: %s\n",
-                 rank >= 0 ? std::to_string(rank).c_str() : "?", e.what());
+    if (std::strncmp(e.what(), "rank ", 5) == 0) {
+      std::fprintf(stderr, "gyre-bench: %s\n", e.what());
+    } else {
+      std::fprintf(stderr, "gyre-bench: rank %s: %s\n",
+                   rank >= 0 ? std::to_string(rank).c_str() : "?", e.what());
+    }
     return 1;
   }
 }

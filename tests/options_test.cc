@@ -250,7 +250,12 @@ TEST(Options, StringsAreTakenVerbatim) {
   EXPECT_EQ(parsedWith("GYRE_TOKEN", "job-42:a b").token, "job-42:a b");
   EXPECT_EQ(parsedWith("GYRE_HOST_ID", "node17").hostId, "node17");
   EXPECT_EQ(parsedWith("GYRE_REDUCE_ISA", "avx2").reduceIsa, "avx2");
-  EXPECT_EQ(parsedWith("GYRE_REDUCE_ISA", "sse9").reduceIsa, "sse9");  // checked later: below
+  EXPECT_EQ(parsedWith("GYRE_REDUCE_ISA", "avx512").reduceIsa, "avx512");
+  EXPECT_EQ(parsedWith("GYRE_REDUCE_ISA", "portable").reduceIsa, "portable");
+  // Checked when read, on every rank (not at the first reduction).
+  expectRejected("GYRE_REDUCE_ISA", "sse9",
+                 {"GYRE_REDUCE_ISA='sse9': use auto, portable, avx2 or avx512"});
+  expectRejected("GYRE_REDUCE_ISA", "AVX2", {"GYRE_REDUCE_ISA='AVX2'"});
 }
 
 TEST(Options, SpinMicrosecondsUpToOneSecond) {
@@ -264,9 +269,9 @@ TEST(Options, SpinMicrosecondsUpToOneSecond) {
   }
 }
 
-// GYRE_REDUCE_ISA is validated by the host reduction at its first use, from the options
-// parsed once per process (globalOptions), so each case runs in a fresh process: a death
-// test in the "threadsafe" style re-executes this binary.
+// The host reduction takes GYRE_REDUCE_ISA from the options parsed once per process
+// (globalOptions), so each case runs in a fresh process: a death test in the "threadsafe"
+// style re-executes this binary. A bad value fails there too, not only in fromEnvironment.
 TEST(OptionsDeathTest, ReduceIsaIsCheckedAtFirstReduction) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   auto firstReduction = [](const char* value) {
@@ -280,7 +285,7 @@ TEST(OptionsDeathTest, ReduceIsaIsCheckedAtFirstReduction) {
     ::_exit(0);
   };
   EXPECT_EXIT(firstReduction("sse9"), ::testing::ExitedWithCode(3),
-              "GYRE_REDUCE_ISA=sse9: expected auto, portable, avx2 or avx512");
+              "GYRE_REDUCE_ISA='sse9': use auto, portable, avx2 or avx512");
   EXPECT_EXIT(firstReduction("portable"), ::testing::ExitedWithCode(0), "active portable");
   EXPECT_EXIT(firstReduction("auto"), ::testing::ExitedWithCode(0), "active ");
 }
