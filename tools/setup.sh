@@ -13,6 +13,7 @@ packages=(
   dataset-fashion-mnist                           # gyre-train's data
   iproute2                                        # multi-host tests in network namespaces
   clang                                           # libFuzzer targets (fuzz/)
+  python3-torch libtorch-dev python3-venv         # gyre_torch (python/): torch 1.13 + c10d headers
 )
 
 missing=()
