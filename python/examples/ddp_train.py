@@ -89,6 +89,11 @@ def train(rank, world, args):
     if args.load:
         model.load_state_dict(torch.load(args.load, map_location="cpu"))
     ddp = DistributedDataParallel(model)
+    if args.hook != "none":  # torch's built-in gradient compression hooks
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        hook = {"fp16": default_hooks.fp16_compress_hook,
+                "bf16": default_hooks.bf16_compress_hook}[args.hook]
+        ddp.register_comm_hook(None, hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     sampler = DistributedSampler(range(xs.shape[0]), num_replicas=world, rank=rank,
@@ -101,7 +106,7 @@ def train(rank, world, args):
         dist.barrier()
         start = time.perf_counter()
         for b in range(0, len(order), args.batch):
-            if args.steps and step >= args.steps:
+            if 0 <= args.steps <= step:
                 break
             idx = order[b:b + args.batch]
             opt.zero_grad()
@@ -153,12 +158,15 @@ def main(argv):
     p.add_argument("-N", "--nproc", type=int, default=2, help="mp.spawn ranks (no launcher)")
     p.add_argument("--model", default="mlp", choices=["mlp", "conv"])
     p.add_argument("--epochs", type=int, default=1)
-    p.add_argument("--steps", type=int, default=0, help="stop after this many steps (0: all)")
+    p.add_argument("--steps", type=int, default=-1,
+                   help="stop after this many steps (-1: all epochs; 0: only evaluate)")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--train-count", type=int, default=60000)
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--hook", default="none", choices=["none", "fp16", "bf16"],
+                   help="DDP communication hook: torch's fp16/bf16 gradient compression")
     p.add_argument("--save", default="")
     p.add_argument("--load", default="")
     p.add_argument("--local_rank", "--local-rank", type=int, default=None,

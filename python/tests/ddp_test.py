@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """DDP on backend gyre under every launcher, against the same run on gloo.
 
-1. mp.spawn, world 2, 200 steps of the MLP: gyre's per-step losses equal gloo's exactly
+1. mp.spawn, world 2, 200 steps of the MLP (and 50 with torch's fp16 compression hook): gyre's per-step losses equal gloo's exactly
    (DDP averages by dividing before a SUM; a sum of two floats is the same in any order),
    and so do the conv model's (BatchNorm buffers broadcast each step).
 2. torchrun (world 2): trains and saves the model on rank 0; torch.distributed.launch
@@ -46,9 +46,17 @@ def launcher(module):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--gyrerun", default="", help="path of gyrerun (skipped when empty)")
+    p.add_argument("--launchers-only", action="store_true", help="skip the gloo comparisons")
     args = p.parse_args()
     py = sys.executable
     common = ["--train-count", "12800", "--batch", "64", "--epochs", "2"]
+    if not args.launchers_only:
+        compare_with_gloo(py, common)
+    launchers(py, common, args.gyrerun)
+    print(f"torch {torch.__version__}: DDP tests ok")
+
+
+def compare_with_gloo(py, common):
     a = run([py, TRAIN, "--backend", "gyre", "-N", "2", "--steps", "200", *common])
     b = run([py, TRAIN, "--backend", "gloo", "-N", "2", "--steps", "200", *common])
     assert len(a["losses"]) == 200 and a["losses"] == b["losses"], \
@@ -66,6 +74,22 @@ def main():
     print(f"conv world 2: 40 losses equal; samples/s gyre {a['samples_per_s']:.0f}, "
           f"gloo {b['samples_per_s']:.0f}", flush=True)
 
+    # torch's gradient compression hooks chain on the Work's future: fp16 equal to gloo's,
+    # bf16 (which this gloo may lack) trains.
+    a = run([py, TRAIN, "--backend", "gyre", "-N", "2", "--steps", "50", "--hook", "fp16",
+             *common])
+    b = run([py, TRAIN, "--backend", "gloo", "-N", "2", "--steps", "50", "--hook", "fp16",
+             *common])
+    assert len(a["losses"]) == 50 and a["losses"] == b["losses"], "fp16 hook losses differ"
+    a = run([py, TRAIN, "--backend", "gyre", "-N", "2", "--steps", "50", "--hook", "bf16",
+             *common])
+    first, last = sum(a["losses"][:5]) / 5, sum(a["losses"][-5:]) / 5
+    assert len(a["losses"]) == 50 and last < 0.8 * first, (first, last)
+    print(f"comm hooks: fp16 losses equal to gloo's; bf16 loss {first:.3f} -> {last:.3f}",
+          flush=True)
+
+
+def launchers(py, common, gyrerun):
     with tempfile.TemporaryDirectory() as tmp:
         saved = os.path.join(tmp, "model.pt")
         t = run([*launcher("torchrun"), "--standalone", "--nproc_per_node", "2", TRAIN,
@@ -73,16 +97,16 @@ def main():
         assert os.path.exists(saved) and len(t["losses"]) == 30, t
         port = str(29400 + os.getpid() % 500)
         # Without --use_env: the script gets --local_rank (--local-rank on torch 2).
-        l_ = run([*launcher("launch"), "--nproc_per_node", "3", "--master_port", port, TRAIN, "--backend", "gyre", "--steps", "0", "--load", saved, *common])
+        l_ = run([*launcher("launch"), "--nproc_per_node", "3", "--master_port", port, TRAIN,
+                  "--backend", "gyre", "--steps", "0", "--load", saved, *common])
         assert l_["world"] == 3 and l_["test_acc"] == t["test_acc"], (l_, t["test_acc"])
         print(f"saved at world 2 (torchrun), loaded at world 3 (launch): test accuracy "
               f"{t['test_acc']} both", flush=True)
-        if args.gyrerun:
-            g = run([args.gyrerun, "-n", "2", py, TRAIN, "--backend", "gyre", "--steps", "20",
+        if gyrerun:
+            g = run([gyrerun, "-n", "2", py, TRAIN, "--backend", "gyre", "--steps", "20",
                      "--load", saved, *common])
             assert len(g["losses"]) == 20 and g["world"] == 2, g
             print("gyrerun: ok", flush=True)
-    print(f"torch {torch.__version__}: DDP tests ok")
 
 
 if __name__ == "__main__":
