@@ -81,12 +81,15 @@ def compare_with_gloo(py, common):
     b = run([py, TRAIN, "--backend", "gloo", "-N", "2", "--steps", "50", "--hook", "fp16",
              *common])
     assert len(a["losses"]) == 50 and a["losses"] == b["losses"], "fp16 hook losses differ"
+    print("comm hooks: fp16 losses equal to gloo's", flush=True)
+    if MAJOR < 2:
+        print("bf16 hook: skipped (torch 1.13's refuses to run without CUDA 11 and NCCL)")
+        return
     a = run([py, TRAIN, "--backend", "gyre", "-N", "2", "--steps", "50", "--hook", "bf16",
              *common])
     first, last = sum(a["losses"][:5]) / 5, sum(a["losses"][-5:]) / 5
     assert len(a["losses"]) == 50 and last < 0.8 * first, (first, last)
-    print(f"comm hooks: fp16 losses equal to gloo's; bf16 loss {first:.3f} -> {last:.3f}",
-          flush=True)
+    print(f"bf16 hook: loss {first:.3f} -> {last:.3f}", flush=True)
 
 
 def launchers(py, common, gyrerun):

@@ -203,7 +203,7 @@ void GyreBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAl
   const std::string prefix = "gyre_monitored_barrier/" + std::to_string(monitoredBarriers_++);
   const std::string released = prefix + "/released";
   if (rank_ != 0) {
-    store_->set(prefix + "/arrived/" + std::to_string(rank_), {1});
+    store_->set(prefix + "/arrived/" + std::to_string(rank_), std::vector<uint8_t>{1});
     try {
       store_->wait({released}, timeout);
     } catch (const std::exception& e) {
@@ -235,7 +235,7 @@ void GyreBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAl
                              " failed to pass monitoredBarrier in " +
                              std::to_string(timeout.count()) + " ms");
   }
-  store_->set(released, {1});
+  store_->set(released, std::vector<uint8_t>{1});
 }
 
 }  // namespace gyre_torch
