@@ -109,19 +109,22 @@ def main():
     p.add_argument("--gyre-bin", default="")
     p.add_argument("--ddp-steps", type=int, default=150)
     p.add_argument("--no-ddp", action="store_true")
+    p.add_argument("--no-sweep", action="store_true")
     args = p.parse_args()
     n, top = args.N, parse_bytes(args.max_bytes)
     # 8 B latency, then every factor 8 up to 256 KiB, then 1, 4, 16, 64 MiB.
     sizes = [s for s in (8, 64, 512, 4 << 10, 32 << 10, 256 << 10, 1 << 20, 4 << 20,
                          16 << 20, 64 << 20) if s <= top]
     runs = {"gyre": [], "gloo": [], "gyre-bench": []}
-    for r in range(args.repeat):
+    for r in range(0 if args.no_sweep else args.repeat):
         for backend in ("gyre", "gloo"):
             runs[backend].append(sweep(backend, n, sizes))
             print(f"# repeat {r} {backend}: " + " ".join(
                 f"{s}:{runs[backend][-1][s] * 1e6:.0f}us" for s in sizes), flush=True)
         if args.gyre_bin:
             runs["gyre-bench"].append(gyre_bench(args.gyre_bin, n, top))
+    if args.no_sweep:
+        sizes = []
     print(f"\n## torch {torch.__version__}, {n} ranks, all_reduce float32 in place "
           f"({args.repeat} repeats, min..max)\n")
     print("| bytes | gyre time (us) | gloo time (us) | gyre busbw GB/s | gloo busbw GB/s | "
