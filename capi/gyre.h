@@ -218,6 +218,45 @@ gyreResult_t gyreWait(gyreRequest_t request);
 /* Frees the handle (not the operation: see above). NULL is a no-op. */
 gyreResult_t gyreRequestFree(gyreRequest_t request);
 
+
+/* ---- Communicators over a caller's key-value store ------------------------------------ */
+/* A bootstrap store given as callbacks, for hosts that already run one (torch's c10d
+ * Store, a job scheduler's KV service): gyre then opens no store port of its own.
+ * Every callback returns gyreSuccess or an error code (gyreTimeout when a wait expired,
+ * gyreRemoteError when the store is unreachable, ...) and may then write a message of at
+ * most errorSize bytes, NUL included, into error. Callbacks may be called from several
+ * threads at once, for as long as a communicator made from them exists (splits included);
+ * release(context) is called once after the last of them is gone (NULL: not called).
+ * Blocking callbacks (get, wait) bound their wait by the store's own timeout. */
+typedef struct {
+  void* context;
+  /* Stores value (size bytes) at key, overwriting. */
+  gyreResult_t (*set)(void* context, const char* key, const void* value, size_t size,
+                      char* error, size_t errorSize);
+  /* Waits until key exists and returns a copy of its value in *value, allocated with
+   * malloc (gyre frees it; NULL allowed when *size is 0). */
+  gyreResult_t (*get)(void* context, const char* key, void** value, size_t* size, char* error,
+                      size_t errorSize);
+  /* Adds delta to the integer at key (0 when absent), returns the new value in *result. */
+  gyreResult_t (*add)(void* context, const char* key, long long delta, long long* result,
+                      char* error, size_t errorSize);
+  /* Waits until every one of the count keys exists. */
+  gyreResult_t (*wait)(void* context, const char* const* keys, size_t count, char* error,
+                       size_t errorSize);
+  /* *ready = 1 when every key exists, else 0; never waits for a key. */
+  gyreResult_t (*check)(void* context, const char* const* keys, size_t count, int* ready,
+                        char* error, size_t errorSize);
+  void (*release)(void* context);
+} gyreStore_t;
+
+/* Collective over the nranks processes sharing the store (the same keys: give each
+ * communicator its own key prefix). timeoutMs > 0 replaces GYRE_TIMEOUT for this
+ * communicator and its splits (0: GYRE_TIMEOUT). routeHost (NULL: MASTER_ADDR's) picks
+ * the interface this rank listens on: the one whose route leads there. On failure
+ * release is still called (once). */
+gyreResult_t gyreCommInitWithStore(gyreComm_t* comm, const gyreStore_t* store, int nranks,
+                                   int rank, long long timeoutMs, const char* routeHost);
+
 #if defined(__GNUC__) || defined(__clang__)
 #pragma GCC visibility pop
 #endif

@@ -13,3 +13,20 @@ if [ -x "$bin/gyre-train" ]; then
   echo "== gyrerun -n 4 gyre-train --epochs 1"
   "$bin/gyrerun" -n 4 "$bin/gyre-train" --epochs 1
 fi
+# PyTorch: a short DDP training on backend gyre next to the same on gloo (python/, the
+# README's PyTorch section), where Debian's torch is installed.
+if /usr/bin/python3 -c "import torch" 2>/dev/null && [ -d /usr/include/torch/csrc/distributed/c10d ]; then
+  out=${BUILD_DIR:-build}/gyre_torch/demo
+  mkdir -p "$out"
+  [ -d /usr/lib/ccache ] && export PATH=/usr/lib/ccache:$PATH
+  echo "== building gyre_torch (torch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)'))"
+  (cd python && GYRE_CMAKE_BUILD_DIR="$PWD/../$out/cmake" /usr/bin/python3 setup.py -q build \
+     --build-base "../$out/py" >"../$out/build.log" 2>&1) || { tail -30 "$out/build.log"; exit 1; }
+  export PYTHONPATH=$(ls -d "$out"/py/lib.*)
+  for backend in gyre gloo; do
+    echo "== DDP MLP, 4 ranks (mp.spawn), 150 steps, backend $backend"
+    /usr/bin/python3 python/examples/ddp_train.py --backend "$backend" -N 4 --steps 150 \
+      --train-count 38400 | /usr/bin/python3 -c \
+      'import json,sys; r=json.loads(sys.stdin.read().splitlines()[-1]); print("%s: %.0f samples/s, test accuracy %.4f" % (r["backend"], r["samples_per_s"], r["test_acc"]))'
+  done
+fi

@@ -18,6 +18,7 @@ packages=(
   slurm-wlm                                       # srun tests (tools/slurm_local.sh)
   clang                                           # libFuzzer targets (fuzz/)
   python3                                         # install_consumer_test: libgyre_c.so from ctypes
+  python3-torch libtorch-dev python3-venv         # gyre_torch (python/): torch 1.13 + c10d headers
 )
 
 missing=()

@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 sanitize=""
 if [ "${1:-}" = "--sanitize" ]; then sanitize=${2:?address or thread}; fi
 tools/setup.sh
+tools/torch_venv.sh   # PyPI torch 2 for torch_backend_pypi, cached under ~/.cache/gyre
 if [ -n "$sanitize" ]; then
   export BUILD_DIR=${BUILD_DIR:-build-${sanitize/address/asan}}
   BUILD_DIR=${BUILD_DIR/thread/tsan}

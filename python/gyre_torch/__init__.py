@@ -1,0 +1,64 @@
+"""gyre as a torch.distributed backend.
+
+    torch.distributed.init_process_group(backend="gyre", init_method="env://")
+
+torch >= 2 finds the backend through the ``torch.distributed.backends`` entry point
+this package installs (no import needed); torch 1.13 (Debian 12's python3-torch) needs
+``import gyre_torch`` once before ``init_process_group``. Importing registers the backend
+(idempotent); ``register()`` does it explicitly.
+
+The backend bootstraps through the store torch gives it (the PrefixStore over torch's
+TCPStore or FileStore): gyre opens no port of its own on MASTER_PORT. The group's
+``timeout`` becomes gyre's operation timeout. GYRE_* variables (README) are read when a
+group is created.
+"""
+import datetime
+import os
+
+import torch
+import torch.distributed as dist
+
+from . import _C
+
+__all__ = ["register", "BACKEND_NAME"]
+
+BACKEND_NAME = "gyre"
+
+
+def _route_host(store):
+    """The host whose route picks the interface gyre listens on: MASTER_ADDR when set
+    (torchrun, torch.distributed.launch, env://), else the host of torch's TCPStore
+    (init_method="tcp://..."), else "" (gyre's default, MASTER_ADDR or 127.0.0.1)."""
+    host = os.environ.get("MASTER_ADDR", "")
+    if host:
+        return host
+    inner = store
+    for _ in range(8):  # PrefixStores nest (one per device and group on torch 2)
+        nxt = getattr(inner, "underlying_store", None)
+        if nxt is None:
+            break
+        inner = nxt
+    return str(getattr(inner, "host", "") or "")
+
+
+def _create(store, rank, size, timeout):
+    if isinstance(timeout, datetime.timedelta):
+        timeout_ms = int(timeout.total_seconds() * 1000)
+    else:
+        timeout_ms = int(timeout)
+    return _C.create_backend(store, rank, size, max(timeout_ms, 0), _route_host(store))
+
+
+def register():
+    """Registers backend "gyre" with torch.distributed (once per process)."""
+    backend = dist.Backend
+    if "GYRE" in getattr(backend, "_plugins", {}):
+        return
+    if _C.torch_version_major >= 2:
+        # CUDA tensors are staged through host memory (README, PyTorch section).
+        backend.register_backend(BACKEND_NAME, _create, devices=["cpu", "cuda"])
+    else:
+        backend.register_backend(BACKEND_NAME, _create)
+
+
+register()

@@ -1,0 +1,116 @@
+// GyreBackend: torch.distributed's backend interface (c10d::ProcessGroup on torch 1.13,
+// c10d::Backend on 2.x) over one gyre communicator, through gyre's C API only, so that
+// gyre's C++20 build and torch's headers and ABI never meet.
+//
+// Contract:
+// - Made by the creator torch calls for init_process_group / new_group with the group's
+//   store (a PrefixStore): gyre bootstraps through it (gyreCommInitWithStore), never
+//   through MASTER_PORT; every group gets its own communicator. The group's timeout
+//   becomes the communicator's (gyre's stall timeout, for every operation).
+// - Every collective issues gyre's async call and returns a GyreWork at once; operations
+//   run one at a time in issue order on gyre's worker thread. Tensors gyre cannot use in
+//   place (non-contiguous, on another device, complex, bool, PREMUL_SUM's scaled input,
+//   lists) are staged in a contiguous host copy and copied back when the Work finishes.
+// - Reductions gyre does not have (BAND, BOR, BXOR, and dtypes without a gyre type such
+//   as int16) run as an all-gather plus the same local reduction on every rank: exact
+//   and identical everywhere, at world-size times the memory.
+// - send/recv: one message per call, matched in order between two ranks; the tag
+//   travels with it and a recv whose tag differs fails naming both (gyre does not
+//   reorder by tag). recvAnysource is not supported (clear error).
+// - Errors at issue (wrong arguments) throw at once; failures while running surface in
+//   Work::wait(), naming this rank, the torch call and gyre's message (peer, collective).
+// Thread safety: calls may come from several threads; issuing is serialized.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "gyre_work.h"
+#include "torch_compat.h"
+
+namespace gyre_torch {
+
+class GyreBackend : public BackendBase {
+ public:
+  // Collective over the group: returns once every rank's gyre communicator is connected.
+  GyreBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+              std::chrono::milliseconds timeout, const std::string& routeHost);
+  ~GyreBackend() override;
+
+  const std::string getBackendName() const override { return "gyre"; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& outputSplits,
+                                               std::vector<int64_t>& inputSplits,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
+                                               int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override;
+  void setSequenceNumberForGroup() override {}
+  uint64_t getSequenceNumberForGroup() override { return sequence_; }
+
+ private:
+  friend struct Issuer;
+  c10::intrusive_ptr<GyreWork> newWork(c10d::OpType type, const std::string& what);
+  // Issues one gyre call (a lambda returning its result) into work; throws on failure.
+  void issue(GyreWork& work, const std::string& what,
+             const std::function<gyreResult_t(gyreComm_t, gyreRequest_t*)>& call);
+  // The all-gather plus local reduction for reductions gyre lacks; returns the Work
+  // whose finisher writes the reduced tensor through `deliver`.
+  c10::intrusive_ptr<GyreWork> reduceByAllGather(
+      c10d::OpType type, const std::string& what, const at::Tensor& input,
+      const c10d::ReduceOp& op, std::function<void(const at::Tensor&)> deliver);
+  // The largest of `value` over the ranks (a blocking gyre all-reduce).
+  int64_t maxOverRanks(int64_t value, const char* what);
+  c10::intrusive_ptr<GyreWork> paddedAllToAll(const std::string& what,
+                                              std::vector<at::Tensor> sendParts,
+                                              std::vector<at::Tensor> recvParts,
+                                              std::function<void()> afterCopy);
+
+  const c10::intrusive_ptr<c10d::Store> store_;
+  const std::chrono::milliseconds timeout_;
+  std::shared_ptr<CommHandle> comm_;
+  std::shared_ptr<Completer> completer_;
+  std::mutex issue_;
+  uint64_t sequence_ = 0;  // operations issued (torch's sequence number)
+  uint64_t monitoredBarriers_ = 0;
+};
+
+}  // namespace gyre_torch

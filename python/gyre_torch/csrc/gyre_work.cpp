@@ -1,0 +1,209 @@
+#include "gyre_work.h"
+
+#include <chrono>
+#include <stdexcept>
+#include <utility>
+
+namespace gyre_torch {
+
+using Clock = std::chrono::steady_clock;
+
+GyreWork::GyreWork(int rank, c10d::OpType type, std::string what,
+                   std::shared_ptr<CommHandle> comm, std::shared_ptr<Completer> completer)
+    : c10d::Work(rank, type),
+      what_(std::move(what)),
+      comm_(std::move(comm)),
+      completer_(completer) {}
+
+GyreWork::~GyreWork() {
+  // Unfinished: gyre still reads or writes buffers_; wait (bounded by GYRE_TIMEOUT or the
+  // group's timeout) before they are freed.
+  for (gyreRequest_t request : requests_) {
+    if (!finished_) gyreWait(request);
+    gyreRequestFree(request);
+  }
+}
+
+std::runtime_error GyreWork::failure(const std::string& why) const {
+  return std::runtime_error("gyre backend, rank " + std::to_string(rank_) + ": " + what_ +
+                            " failed: " + why);
+}
+
+void GyreWork::failNow(std::exception_ptr error) {
+  std::lock_guard<std::mutex> lock(state_);
+  finished_ = true;
+  error_ = std::move(error);
+}
+
+void GyreWork::finishWaiting(long long timeoutMs) {
+  {
+    std::lock_guard<std::mutex> lock(state_);
+    if (finished_) return;
+  }
+  gyreResult_t first = gyreSuccess;
+  std::string message;
+  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(timeoutMs);
+  bool timedOut = false;
+  for (gyreRequest_t request : requests_) {
+    gyreResult_t result;
+    if (timeoutMs < 0 || timedOut) {
+      result = gyreWait(request);
+    } else {
+      int done = 0;
+      // Polled, as gyre's requests have no bounded wait; 50 us keeps a waiting rank from
+      // taking the core its peers need.
+      while ((result = gyreTest(request, &done)) == gyreInProgress) {
+        if (Clock::now() >= deadline) {
+          timedOut = true;
+          gyreCommAbort(comm_->comm);  // the others learn it; our requests end at once
+          result = gyreWait(request);
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    }
+    if (result != gyreSuccess && first == gyreSuccess) {
+      first = result;
+      message = gyreGetLastError(nullptr);  // this thread's: exactly this request's failure
+    }
+  }
+  if (timedOut) {
+    first = gyreTimeout;
+    message = "Work.wait timed out after " + std::to_string(timeoutMs) +
+              " ms; the group is aborted (destroy it and make a new one)";
+  }
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  {
+    std::lock_guard<std::mutex> lock(state_);
+    if (finished_) return;
+    finishLocked(first, message);
+    future = future_;
+  }
+  if (future) completeFutureLocked();
+}
+
+void GyreWork::finishLocked(gyreResult_t result, const std::string& gyreMessage) {
+  if (result == gyreSuccess) {
+    try {
+      for (auto& finisher : finishers_) finisher();
+    } catch (const std::exception& e) {
+      error_ = std::make_exception_ptr(failure(std::string("copying the result: ") + e.what()));
+    }
+  } else {
+    error_ = std::make_exception_ptr(failure(gyreMessage.empty() ? gyreGetErrorString(result)
+                                                                 : gyreMessage));
+  }
+  finished_ = true;
+  buffers_.clear();  // the requests are done with them
+  finishers_.clear();
+}
+
+// Called without state_ held, after finished_ became true (so error_ and outputs_ no
+// longer change); the future is completed exactly once, by the thread that finished.
+void GyreWork::completeFutureLocked() {
+  if (error_) {
+    future_->setError(error_);
+  } else {
+    future_->markCompleted(c10::IValue(outputs_));
+  }
+}
+
+bool GyreWork::isCompleted() {
+  {
+    std::lock_guard<std::mutex> lock(state_);
+    if (finished_) return true;
+  }
+  for (gyreRequest_t request : requests_) {
+    int done = 0;
+    if (gyreTest(request, &done) == gyreInProgress || !done) return false;
+  }
+  finishWaiting(-1);  // all done: finishing does not wait
+  return true;
+}
+
+bool GyreWork::isSuccess() const {
+  std::lock_guard<std::mutex> lock(state_);
+  return finished_ && !error_;
+}
+
+std::exception_ptr GyreWork::exception() const {
+  std::lock_guard<std::mutex> lock(state_);
+  return error_;
+}
+
+std::vector<at::Tensor> GyreWork::result() { return outputs_; }
+
+bool GyreWork::wait(std::chrono::milliseconds timeout) {
+  finishWaiting(timeout.count() > 0 ? timeout.count() : -1);
+  std::lock_guard<std::mutex> lock(state_);
+  if (error_) std::rethrow_exception(error_);
+  return true;
+}
+
+void GyreWork::abort() { gyreCommAbort(comm_->comm); }
+
+c10::intrusive_ptr<c10::ivalue::Future> GyreWork::getFuture() {
+  bool completeNow = false;
+  bool waitHere = false;
+  {
+    std::lock_guard<std::mutex> lock(state_);
+    if (future_) return future_;
+    std::vector<c10::Device> devices;
+    for (const at::Tensor& t : outputs_) {
+      if (!t.is_cpu()) devices.push_back(t.device());
+    }
+    future_ = c10::make_intrusive<c10::ivalue::Future>(
+        c10::ListType::create(c10::TensorType::get()), devices);
+    if (finished_) {
+      completeNow = true;
+    } else if (auto completer = completer_.lock()) {
+      completer->watch(c10::intrusive_ptr<GyreWork>::unsafe_reclaim_from_nonowning(this));
+    } else {
+      waitHere = true;  // the backend is gone: nobody else will finish it
+    }
+  }
+  if (completeNow) completeFutureLocked();
+  if (waitHere) finishWaiting(-1);
+  return future_;
+}
+
+void GyreWork::finishAndCompleteFuture() { finishWaiting(-1); }
+
+Completer::~Completer() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    // Works still pending at destruction wait for peers that may never come: abort them
+    // so that their futures fail now instead of after the group's timeout.
+    if (busy_ || !queue_.empty()) gyreCommAbort(comm_->comm);
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Completer::watch(c10::intrusive_ptr<GyreWork> work) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(work));
+    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+  }
+  cv_.notify_one();
+}
+
+void Completer::loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, nothing left
+    c10::intrusive_ptr<GyreWork> work = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    work->finishAndCompleteFuture();
+    work.reset();  // may destroy the Work: outside the lock
+    lock.lock();
+    busy_ = false;
+  }
+}
+
+}  // namespace gyre_torch

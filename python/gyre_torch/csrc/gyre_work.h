@@ -1,0 +1,122 @@
+// GyreWork: the c10d::Work of one torch.distributed call on the gyre backend: the gyre
+// requests it issued (gyre*Async), the tensors they read and write (kept alive until
+// they finish), and a finisher that copies staged results back into the caller's
+// tensors (non-contiguous, other dtypes, other devices, lists).
+//
+// Contract:
+// - Finishing happens once, on whichever thread first sees every request done (wait(),
+//   isCompleted(), the Completer's thread): a request's failure becomes the Work's
+//   exception, which wait() rethrows (and every later wait), with a message naming this
+//   rank, the torch call and gyre's own message (which names the peer and collective).
+// - getFuture() returns a Future completed with the output tensors (or the error) once
+//   the Work finishes, without anyone calling wait(): the Completer (a thread per
+//   backend, started on first use) waits for the Works whose future was asked for.
+//   DDP's communication hooks chain on it.
+// - wait(timeout > 0): bounded; on expiry the communicator is aborted (its operations can
+//   no longer be trusted to match across ranks) and wait throws naming the timeout.
+// - Destroying an unfinished Work waits for its requests first (its tensors are in use).
+// Thread safety: every public method may be called from any thread.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/core/ivalue.h>
+
+#include "capi/gyre.h"
+#include "torch_compat.h"
+
+namespace gyre_torch {
+
+// Owns a gyre communicator; Works share it so that one outliving its backend stays valid.
+struct CommHandle {
+  explicit CommHandle(gyreComm_t c) : comm(c) {}
+  ~CommHandle() { gyreCommDestroy(comm); }
+  CommHandle(const CommHandle&) = delete;
+  CommHandle& operator=(const CommHandle&) = delete;
+  const gyreComm_t comm;
+};
+
+class Completer;
+
+class GyreWork : public c10d::Work {
+ public:
+  GyreWork(int rank, c10d::OpType type, std::string what, std::shared_ptr<CommHandle> comm,
+           std::shared_ptr<Completer> completer);
+  ~GyreWork() override;
+
+  // Filled by the backend before the Work is returned.
+  void addRequest(gyreRequest_t request) { requests_.push_back(request); }
+  // Tensors the requests read or write: kept alive until they finish.
+  void keepAlive(const at::Tensor& tensor) { buffers_.push_back(tensor); }
+  // What result() and the future hold.
+  void setOutputs(std::vector<at::Tensor> outputs) { outputs_ = std::move(outputs); }
+  // Run once, in the order added, after every request succeeded (they copy staged
+  // results into the caller's tensors).
+  void addFinisher(std::function<void()> finisher) { finishers_.push_back(std::move(finisher)); }
+  // A Work that failed before issuing anything (its wait() rethrows error).
+  void failNow(std::exception_ptr error);
+
+  bool isCompleted() override;
+  bool isSuccess() const override;
+  std::exception_ptr exception() const override;
+  std::vector<at::Tensor> result() override;
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  void synchronize() override {}
+  void abort() override;
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+
+  // The Completer's loop: blocks until finished, then completes the future.
+  void finishAndCompleteFuture();
+
+ private:
+  // Waits (timeoutMs < 0: without bound) for the requests, then finishes once.
+  void finishWaiting(long long timeoutMs);
+  void finishLocked(gyreResult_t result, const std::string& gyreMessage);
+  void completeFutureLocked();
+  std::runtime_error failure(const std::string& why) const;
+
+  const std::string what_;  // "all_reduce of 256 float32", for messages
+  const std::shared_ptr<CommHandle> comm_;
+  // Weak: the backend owns the Completer, and a Work that outlives it finishes its
+  // future on the caller's thread instead.
+  const std::weak_ptr<Completer> completer_;
+  std::vector<gyreRequest_t> requests_;
+  std::vector<at::Tensor> buffers_;
+  std::vector<at::Tensor> outputs_;
+  std::vector<std::function<void()>> finishers_;
+
+  mutable std::mutex state_;  // guards everything below
+  bool finished_ = false;
+  std::exception_ptr error_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+// One thread per backend that finishes the Works whose future was asked for, in order.
+class Completer {
+ public:
+  explicit Completer(std::shared_ptr<CommHandle> comm) : comm_(std::move(comm)) {}
+  // Aborts the communicator if Works are still pending (their peers are gone or never
+  // came), so that the thread can end, and joins it.
+  ~Completer();
+  void watch(c10::intrusive_ptr<GyreWork> work);
+
+ private:
+  void loop();
+  const std::shared_ptr<CommHandle> comm_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<c10::intrusive_ptr<GyreWork>> queue_;
+  bool stop_ = false;
+  bool busy_ = false;
+  std::thread thread_;
+};
+
+}  // namespace gyre_torch

@@ -1,0 +1,26 @@
+// The Python module gyre_torch._C: the backend's creator, which gyre_torch/__init__.py
+// registers with torch.distributed under the name "gyre".
+#include <torch/extension.h>
+
+#include "gyre_backend.h"
+
+namespace {
+
+c10::intrusive_ptr<gyre_torch::BackendBase> createBackend(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, int64_t timeoutMs,
+    const std::string& routeHost) {
+  return c10::make_intrusive<gyre_torch::GyreBackend>(
+      store, rank, size, std::chrono::milliseconds(timeoutMs), routeHost);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "gyre's torch.distributed backend (see gyre_torch)";
+  // Creation waits for the other ranks: release the GIL so this process's other
+  // threads (a store server, a progress thread) keep running meanwhile.
+  m.def("create_backend", &createBackend, py::arg("store"), py::arg("rank"), py::arg("size"),
+        py::arg("timeout_ms"), py::arg("route_host"),
+        py::call_guard<py::gil_scoped_release>());
+  m.attr("torch_version_major") = TORCH_VERSION_MAJOR;
+}

@@ -1,0 +1,103 @@
+#include "store_bridge.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+namespace gyre_torch {
+namespace {
+
+struct Context {
+  c10::intrusive_ptr<c10d::Store> store;
+};
+
+c10d::Store& storeOf(void* context) { return *static_cast<Context*>(context)->store; }
+
+void copyError(const char* what, char* error, size_t errorSize) {
+  if (error == nullptr || errorSize == 0) return;
+  std::strncpy(error, what, errorSize - 1);
+  error[errorSize - 1] = '\0';
+}
+
+// Runs body; a torch exception becomes a result code and a message. torch's stores say
+// "Timeout" / "timed out" when a wait expired.
+template <typename Body>
+gyreResult_t guarded(char* error, size_t errorSize, Body&& body) noexcept {
+  try {
+    body();
+    return gyreSuccess;
+  } catch (const std::exception& e) {
+    copyError(e.what(), error, errorSize);
+    std::string what = e.what();
+    bool timeout = what.find("imeout") != std::string::npos ||
+                   what.find("timed out") != std::string::npos;
+    return timeout ? gyreTimeout : gyreRemoteError;
+  } catch (...) {
+    copyError("unknown exception from torch's store", error, errorSize);
+    return gyreRemoteError;
+  }
+}
+
+std::vector<std::string> keysOf(const char* const* keys, size_t count) {
+  return std::vector<std::string>(keys, keys + count);
+}
+
+gyreResult_t storeSet(void* context, const char* key, const void* value, size_t size,
+                      char* error, size_t errorSize) {
+  return guarded(error, errorSize, [&] {
+    const uint8_t* bytes = static_cast<const uint8_t*>(value);
+    storeOf(context).set(key, std::vector<uint8_t>(bytes, bytes + size));
+  });
+}
+
+gyreResult_t storeGet(void* context, const char* key, void** value, size_t* size, char* error,
+                      size_t errorSize) {
+  *value = nullptr;
+  *size = 0;
+  return guarded(error, errorSize, [&] {
+    std::vector<uint8_t> data = storeOf(context).get(key);
+    if (data.empty()) return;
+    void* copy = std::malloc(data.size());
+    if (copy == nullptr) throw std::bad_alloc();
+    std::memcpy(copy, data.data(), data.size());
+    *value = copy;
+    *size = data.size();
+  });
+}
+
+gyreResult_t storeAdd(void* context, const char* key, long long delta, long long* result,
+                      char* error, size_t errorSize) {
+  return guarded(error, errorSize, [&] { *result = storeOf(context).add(key, delta); });
+}
+
+gyreResult_t storeWait(void* context, const char* const* keys, size_t count, char* error,
+                       size_t errorSize) {
+  return guarded(error, errorSize, [&] { storeOf(context).wait(keysOf(keys, count)); });
+}
+
+gyreResult_t storeCheck(void* context, const char* const* keys, size_t count, int* ready,
+                        char* error, size_t errorSize) {
+  *ready = 0;
+  return guarded(error, errorSize,
+                 [&] { *ready = storeOf(context).check(keysOf(keys, count)) ? 1 : 0; });
+}
+
+void storeRelease(void* context) { delete static_cast<Context*>(context); }
+
+}  // namespace
+
+gyreStore_t makeStoreCallbacks(const c10::intrusive_ptr<c10d::Store>& store) {
+  gyreStore_t callbacks{};
+  callbacks.context = new Context{store};
+  callbacks.set = storeSet;
+  callbacks.get = storeGet;
+  callbacks.add = storeAdd;
+  callbacks.wait = storeWait;
+  callbacks.check = storeCheck;
+  callbacks.release = storeRelease;
+  return callbacks;
+}
+
+}  // namespace gyre_torch

@@ -1,0 +1,50 @@
+// The differences between the two torch lines gyre_torch builds against, in one place:
+// Debian 12's torch 1.13 (a backend is a c10d::ProcessGroup) and PyPI's torch 2.x (a
+// backend is a c10d::Backend that torch wraps in a ProcessGroup). Everything else in
+// csrc/ is written once against the names defined here.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Types.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#include <torch/version.h>
+
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#else
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#endif
+
+namespace gyre_torch {
+
+#if TORCH_VERSION_MAJOR >= 2
+using BackendBase = c10d::Backend;
+#else
+using BackendBase = c10d::ProcessGroup;
+#endif
+
+// PREMUL_SUM's factor: a scalar, or a one-element tensor (defined() tells which).
+struct PreMulFactor {
+  double scalar = 1.0;
+  at::Tensor tensor;
+};
+
+inline PreMulFactor preMulFactor(const c10d::ReduceOp& op) {
+  PreMulFactor out;
+  auto* supplement = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
+  TORCH_CHECK(supplement != nullptr, "gyre: PREMUL_SUM without its factor");
+#if TORCH_VERSION_MAJOR >= 2
+  if (supplement->tensor_factor.defined()) {
+    out.tensor = supplement->tensor_factor;
+    return out;
+  }
+#else
+  if (!supplement->tensor_factors.empty()) {
+    out.tensor = supplement->tensor_factors.front();
+    return out;
+  }
+#endif
+  out.scalar = supplement->double_factor;
+  return out;
+}
+
+}  // namespace gyre_torch

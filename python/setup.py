@@ -1,0 +1,97 @@
+"""Builds gyre_torch: gyre's static C library (CMake, from the repository around this
+folder) and the torch extension gyre_torch._C against the torch this Python imports.
+
+    pip install --no-build-isolation ./python     # --no-build-isolation: build against
+                                                  # *your* torch, not a fresh download
+
+Environment:
+  GYRE_CMAKE_BUILD_DIR  where CMake builds gyre (default python/build/gyre-cmake)
+  GYRE_CMAKE_ARGS       extra CMake arguments (e.g. -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+"""
+import glob
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+
+from setuptools import setup
+
+try:
+    import torch
+    from torch.utils.cpp_extension import BuildExtension, CppExtension
+except ImportError:  # pragma: no cover - the message is the point
+    sys.exit("gyre_torch builds against an installed torch: install torch first "
+             "(apt-get install python3-torch libtorch-dev, or pip install torch), then "
+             "pip install --no-build-isolation ./python")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+TORCH_MAJOR = int(torch.__version__.split(".")[0])
+
+
+def cmake_build_dir():
+    return os.environ.get("GYRE_CMAKE_BUILD_DIR", os.path.join(HERE, "build", "gyre-cmake"))
+
+
+def build_gyre():
+    """Configures and builds gyre's C API (static, position-independent) once."""
+    build = cmake_build_dir()
+    args = ["cmake", "-S", REPO, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
+            "-DGYRE_BUILD_TESTS=OFF", "-DGYRE_BUILD_BENCH=OFF", "-DGYRE_BUILD_FUZZERS=OFF",
+            "-DGYRE_WITH_CUDA=OFF", "-DCMAKE_POSITION_INDEPENDENT_CODE=ON"]
+    if shutil.which("ninja"):
+        args += ["-G", "Ninja"]
+    if shutil.which("ccache") and "LAUNCHER" not in os.environ.get("GYRE_CMAKE_ARGS", ""):
+        args += ["-DCMAKE_C_COMPILER_LAUNCHER=ccache", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"]
+    args += shlex.split(os.environ.get("GYRE_CMAKE_ARGS", ""))
+    if not os.path.exists(os.path.join(build, "CMakeCache.txt")):
+        subprocess.check_call(args)
+    jobs = str(os.cpu_count() or 2)
+    subprocess.check_call(["cmake", "--build", build, "--target", "gyre_c", "-j", jobs])
+    libs = sorted(glob.glob(os.path.join(build, "**", "libgyre_*.a"), recursive=True))
+    if not any(lib.endswith("libgyre_c.a") for lib in libs):
+        sys.exit(f"gyre_torch: no libgyre_c.a under {build} after the CMake build")
+    return build, libs
+
+
+def cache_value(build, name):
+    with open(os.path.join(build, "CMakeCache.txt")) as cache:
+        for line in cache:
+            if line.startswith(name + ":"):
+                return line.split("=", 1)[1].strip()
+    return ""
+
+
+def extension():
+    build, libs = build_gyre()
+    # gyre's layers reference each other both ways in link order: one group resolves it.
+    # --exclude-libs keeps gyre's C++ symbols out of the extension's dynamic table, so they
+    # never meet torch's; --as-needed drops libraries nothing uses.
+    link = ["-Wl,--as-needed", "-Wl,--exclude-libs,ALL", "-Wl,--start-group", *libs,
+            "-Wl,--end-group", "-lfmt", "-lpthread"]
+    verbs = cache_value(build, "IBVERBS_LIBRARY")
+    if verbs and not verbs.endswith("NOTFOUND"):
+        link.append(verbs)
+    std = "-std=c++20" if TORCH_MAJOR >= 2 else "-std=c++17"
+    sources = sorted(glob.glob(os.path.join("gyre_torch", "csrc", "*.cpp")))
+    return CppExtension(
+        name="gyre_torch._C",
+        sources=sources,
+        include_dirs=[REPO],  # for capi/gyre.h, the only gyre header the extension sees
+        extra_compile_args=[std, "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+        extra_link_args=link,
+    )
+
+
+setup(
+    name="gyre_torch",
+    version="0.1.0",
+    description="gyre as a torch.distributed backend: init_process_group(backend='gyre')",
+    packages=["gyre_torch"],
+    ext_modules=[extension()],
+    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=bool(shutil.which("ninja")))},
+    # torch >= 2 loads this entry point itself for backend="gyre": no import needed.
+    entry_points={"torch.distributed.backends": ["gyre = gyre_torch:register"]},
+    python_requires=">=3.9",
+)

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# ctest's torch_backend_<line>: builds gyre_torch against one torch line into OUT and
+# runs its tests there.   run_suite.sh debian|pypi OUT [GYRERUN]
+# Exit 77 (ctest: skipped) with the reason when that torch line is not installed.
+set -euo pipefail
+line=$1 out=$2 gyrerun=${3:-}
+here=$(cd "$(dirname "$0")" && pwd)
+case $line in
+  debian) py=/usr/bin/python3
+          want="Debian's python3-torch (tools/setup.sh installs python3-torch libtorch-dev)" ;;
+  pypi)   py=${GYRE_TORCH2_VENV:-$HOME/.cache/gyre/venv-torch2}/bin/python
+          want="PyPI's torch in ${GYRE_TORCH2_VENV:-$HOME/.cache/gyre/venv-torch2} (tools/torch_venv.sh creates it)" ;;
+  *) echo "usage: $0 debian|pypi OUT [GYRERUN]" >&2; exit 2 ;;
+esac
+if ! [ -x "$py" ] || ! "$py" -c "import torch" 2>/dev/null; then
+  echo "SKIPPED: torch_backend_$line needs $want"
+  exit 77
+fi
+if [ "$line" = debian ] && ! [ -d /usr/include/torch/csrc/distributed/c10d ]; then
+  echo "SKIPPED: torch_backend_debian needs libtorch-dev (the c10d headers)"
+  exit 77
+fi
+mkdir -p "$out"
+# ccache through its compiler links, when installed (torch's cpp_extension wants a plain
+# compiler name in CXX).
+[ -d /usr/lib/ccache ] && export PATH=/usr/lib/ccache:$PATH
+export GYRE_CMAKE_BUILD_DIR=$out/cmake
+(cd "$here/.." && "$py" setup.py -q build --build-base "$out/py" >"$out/build.log" 2>&1) || {
+  tail -50 "$out/build.log"; echo "FAILED: building gyre_torch against $line's torch"; exit 1; }
+PYTHONPATH=$(ls -d "$out"/py/lib.*)
+export PYTHONPATH
+cd "$out"
+"$py" "$here/collectives_test.py" --world 2,3,4
+"$py" "$here/ddp_test.py" ${gyrerun:+--gyrerun "$gyrerun"}
