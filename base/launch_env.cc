@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <vector>
 
@@ -285,6 +286,14 @@ int launcherRank() {
     }
     return -1;
   }
+}
+
+bool namesItsRank(const char* message) {
+  if (std::strncmp(message, "rank ", 5) != 0) return false;
+  const char* p = message + 5;
+  if (*p < '0' || *p > '9') return false;
+  while (*p >= '0' && *p <= '9') ++p;
+  return p[0] == ':' && p[1] == ' ';
 }
 
 }  // namespace gyre

@@ -68,4 +68,9 @@ std::string masterAddressFromEnvironment();
 // error messages printed before a communicator exists.
 int launcherRank();
 
+// Whether an error message already starts by naming its rank ("rank 3: ..."), as gyre's
+// errors from a communicator (or its creation) do: programs then print it as it is
+// instead of prefixing the launcher's rank a second time.
+bool namesItsRank(const char* message);
+
 }  // namespace gyre

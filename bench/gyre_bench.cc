@@ -537,7 +537,7 @@ int main(int argc, char** argv) {
     // Before the communicator exists, the launcher's rank (mpirun's, srun's, torchrun's).
     // Errors from creation name it already ("rank 3: ..."): not twice.
     if (rank < 0) rank = launcherRank();
-    if (std::strncmp(e.what(), "rank ", 5) == 0) {
+    if (namesItsRank(e.what())) {
       std::fprintf(stderr, "gyre-bench: %s\n", e.what());
     } else {
       std::fprintf(stderr, "gyre-bench: rank %s: %s\n",

@@ -109,6 +109,34 @@ RdmaChoice chooseRdma(Store& store, const BootstrapParams& p, const Options& opt
   return c;
 }
 
+// Opens the segment a peer published, in short waits with a look at the join between
+// them: when another rank failed or died meanwhile (and the peer gave up because of it),
+// that is the error, not "the peer exited". The join's failure text is preferred only
+// when it could be read; a store already gone leaves the pipe's own error.
+std::unique_ptr<ShmSendPipe> openPeerSegment(Join& join, const std::string& where, int peer,
+                                             pid_t pid, Clock::time_point deadline) {
+  for (;;) {
+    WaitContext ctx{std::min(deadline, Clock::now() + std::chrono::milliseconds(100)), nullptr,
+                    std::chrono::microseconds(0)};
+    try {
+      return ShmSendPipe::open(where, peer, pid, ctx);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kTimeout && e.code() != ErrorCode::kRemoteError) throw;
+      bool readable = true;
+      try {
+        join.checkAlarms();
+      } catch (const Error& cause) {
+        const std::string text = cause.what();
+        readable = text.find("creating the communicator failed on another rank") !=
+                       std::string::npos ||
+                   text.find("while the communicator was being created") != std::string::npos;
+        if (readable) throw;
+      }
+      if (e.code() == ErrorCode::kRemoteError || Clock::now() >= deadline || !readable) throw;
+    }
+  }
+}
+
 }  // namespace
 
 uint64_t fnv1a64(const std::string& s) {
@@ -214,10 +242,9 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
     }
     join.arrive("segments");
     join.waitAll("segments", "creating shared-memory segments");
-    WaitContext ctx{deadline, nullptr, std::chrono::microseconds(0)};
     for (int peer : shmSendTo) {
       const std::string where = store.getString(fmt::format("segment/{}-{}", p.rank, peer));
-      set.send.emplace(peer, ShmSendPipe::open(where, peer, pidOf(peer), ctx));
+      set.send.emplace(peer, openPeerSegment(join, where, peer, pidOf(peer), deadline));
     }
     TcpConnections conns = connectPipes(listener.get(), ep, deadline);
     listener.reset();

@@ -96,10 +96,14 @@ class Join {
   static void failBeforeCheckIn(Store& store, int rank, int size, const Options& options,
                                 const Error& error) noexcept;
 
+  // Throws the first published failure, or names a rank whose store connection dropped
+  // before it finished creation; returns when neither happened. For waits outside the
+  // join's own (a peer's segment, say), so that they report the cause, not its echo.
+  void checkAlarms();
+
  private:
   template <typename Ready, typename Progress>
   void watch(Ready&& ready, Progress&& progress, const char* what);
-  void checkAlarms();
   void absorb(const Claim& mine);  // reads and checks the claims that arrived
   std::string key(const std::string& name) const { return prefix_ + "/join/" + name; }
   std::string joinedSummary() const;

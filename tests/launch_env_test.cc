@@ -200,3 +200,19 @@ TEST(LaunchEnv, MalformedAndPartialValuesNameTheVariable) {
 
 }  // namespace
 }  // namespace gyre
+
+namespace gyre {
+namespace {
+
+TEST(LaunchEnv, NamesItsRankOnlyForARankPrefix) {
+  EXPECT_TRUE(namesItsRank("rank 0: GYRE_ALGO='x'"));
+  EXPECT_TRUE(namesItsRank("rank 12: allreduce #3 failed"));
+  EXPECT_FALSE(namesItsRank("rank 0 does not run on mpirun's host"));
+  EXPECT_FALSE(namesItsRank("rank ?: x"));
+  EXPECT_FALSE(namesItsRank("rank 3:x"));
+  EXPECT_FALSE(namesItsRank("ranks 0-3: x"));
+  EXPECT_FALSE(namesItsRank(""));
+}
+
+}  // namespace
+}  // namespace gyre

@@ -314,7 +314,7 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     // gyre's errors name the rank once a communicator exists; before it, the launcher's.
     const int rank = gyre::launcherRank();
-    if (rank >= 0 && std::strncmp(e.what(), "rank ", 5) != 0) {  // not named twice
+    if (rank >= 0 && !gyre::namesItsRank(e.what())) {  // not named twice
       std::fprintf(stderr, "gyre-train: error: rank %d: %s\n", rank, e.what());
     } else {
       std::fprintf(stderr, "gyre-train: error: %s\n", e.what());
