@@ -113,6 +113,12 @@ TEST_F(GyrerunTest, MultiNodeWithoutPortUsesTorchrunDefault) {
   RunResult r = runGyrerun("--nnodes 2 --node-rank 1 -n 1 sh -c 'echo $RANK $MASTER_PORT'");
   EXPECT_EQ(r.exitCode, 0) << r.err;
   EXPECT_EQ(r.out, "1 29500\n");
+  // 127.0.0.1 across nodes is said, not silent (it works only when the nodes are one machine).
+  EXPECT_TRUE(contains(r.err, "--nnodes=2 without --master-addr")) << r.err;
+  EXPECT_TRUE(contains(r.err, "--master-addr=<node 0's address>")) << r.err;
+  r = runGyrerun("--nnodes 2 --node-rank 1 --master-addr 10.1.2.3 -n 1 true");
+  EXPECT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_FALSE(contains(r.err, "without --master-addr")) << r.err;
 }
 
 TEST_F(GyrerunTest, ExitsZeroWhenEveryRankSucceeds) {

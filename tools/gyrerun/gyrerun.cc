@@ -70,6 +70,15 @@ int main(int argc, char** argv) {
 
   RankEnvironment env;
   env.masterAddr = options.masterAddr.empty() ? "127.0.0.1" : options.masterAddr;
+  if (options.nnodes > 1 && options.masterAddr.empty()) {
+    // As torchrun, 127.0.0.1 stays the default (nodes may be namespaces of one machine),
+    // but never silently: on real nodes the others cannot reach it.
+    std::fprintf(stderr,
+                 "gyrerun: --nnodes=%d without --master-addr: the ranks look for rank 0's store "
+                 "at 127.0.0.1, which only works when every node is this machine; give every "
+                 "node --master-addr=<node 0's address>\n",
+                 options.nnodes);
+  }
   env.runId = options.standalone && options.rdzvId == "none" ? randomRunId() : options.rdzvId;
   std::string error;
   env.masterPort = resolveMasterPort(options, error);
