@@ -1,5 +1,5 @@
 // Startup mistakes between two "nodes": two network namespaces joined by a veth pair
-// (tests/netns_pair.h), node 0 = namespace a (10.213.0.1) runs ranks 0-1 and serves the
+// (tests/netns_hosts.h), node 0 = namespace a (10.213.0.1) runs ranks 0-1 and serves the
 // store, node 1 = namespace b (10.213.0.2) runs ranks 2-3, as
 // `--nproc_per_node=2 --nnodes=2 --master_addr=10.213.0.1` would. Each case must end on
 // every rank within seconds, or at GYRE_JOIN_TIMEOUT (3 s here, never GYRE_TIMEOUT) with
@@ -11,7 +11,7 @@
 
 #include "base/error.h"
 #include "join_harness.h"
-#include "netns_pair.h"
+#include "netns_hosts.h"
 #include "ring/communicator.h"
 #include "ring/join_store.h"
 #include "store/tcp_store.h"
@@ -20,9 +20,12 @@ namespace gyre {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::NamespacePair;
+using testing::NamespaceHosts;
 using testing::Outcome;
 using testing::ProcessRanks;
+
+// A slower, buffered link, as between hosts; the test stands without it.
+const testing::LinkShape kLink{"400mbit", "64kb", "20ms", /*required=*/false};
 
 constexpr uint16_t kPort = 29531;  // inside the test's own namespaces
 
@@ -43,7 +46,7 @@ struct Rank {
   std::string masterAddr;
 };
 
-std::vector<Outcome> runNodes(const NamespacePair& net, const std::vector<Rank>& ranks,
+std::vector<Outcome> runNodes(const NamespaceHosts& net, const std::vector<Rank>& ranks,
                               double deadline = 20) {
   const Options o = nodeOptions();
   ProcessRanks group(static_cast<int>(ranks.size()));
@@ -67,7 +70,7 @@ void printCase(const char* name, const std::vector<Outcome>& outs) {
 }
 
 TEST(JoinNetns, Node1StartedWithAnotherNnodesFailsBothNodesAtOnce) {
-  NamespacePair net;
+  NamespaceHosts net("join", "10.213.0", kLink);
   if (!net.ok()) GTEST_SKIP() << net.why();
   const std::string a = "10.213.0.1";
   // node 1 given --nnodes=3: world 6 there, its ranks still 2-3.
@@ -80,7 +83,7 @@ TEST(JoinNetns, Node1StartedWithAnotherNnodesFailsBothNodesAtOnce) {
 }
 
 TEST(JoinNetns, AnUnreachableMasterAddrIsReportedWithTheVariableAtTheJoinTimeout) {
-  NamespacePair net;
+  NamespaceHosts net("join", "10.213.0", kLink);
   if (!net.ok()) GTEST_SKIP() << net.why();
   const std::string a = "10.213.0.1";
   const std::string nobody = "10.213.0.99";  // on node 1's subnet, no such host
@@ -111,7 +114,7 @@ TEST(JoinNetns, AnUnreachableMasterAddrIsReportedWithTheVariableAtTheJoinTimeout
 }
 
 TEST(JoinNetns, BothNodesGivenNode1sAddressFailRankZeroAtOnce) {
-  NamespacePair net;
+  NamespaceHosts net("join", "10.213.0", kLink);
   if (!net.ok()) GTEST_SKIP() << net.why();
   const std::string b = "10.213.0.2";
   auto outs = runNodes(net, {{true, 0, 4, b}, {true, 1, 4, b}, {false, 2, 4, b}, {false, 3, 4, b}});
@@ -131,7 +134,7 @@ TEST(JoinNetns, BothNodesGivenNode1sAddressFailRankZeroAtOnce) {
 }
 
 TEST(JoinNetns, ARankKilledOnNode1WhileJoiningEndsNode0Too) {
-  NamespacePair net;
+  NamespaceHosts net("join", "10.213.0", kLink);
   if (!net.ok()) GTEST_SKIP() << net.why();
   const std::string a = "10.213.0.1";
   Options o = nodeOptions();

@@ -22,6 +22,7 @@
 
 #include <gtest/gtest.h>
 
+#include "netns_hosts.h"
 #include "run_shell.h"
 
 namespace {
@@ -143,63 +144,10 @@ TEST(OpenMpi, OneHostGyreBenchAndGyreTrain) {
   expectEarlyErrorsNameRanks(r, 2, "gyre-train");
 }
 
-bool sh(const std::string& command) {
-  return std::system((command + " >/dev/null 2>&1").c_str()) == 0;
-}
-
-// Two namespaces joined by a veth pair: 10.215.0.1 in a, 10.215.0.2 in b.
-class TwoHosts {
- public:
-  TwoHosts() {
-    const std::string id = std::to_string(::getpid());
-    a_ = "gyre-lt-" + id + "-a";
-    b_ = "gyre-lt-" + id + "-b";
-    const std::string va = "gl" + id + "a", vb = "gl" + id + "b";
-    va_ = va;
-    if (::geteuid() != 0) {
-      why_ = "not root: network namespaces need CAP_SYS_ADMIN";
-      return;
-    }
-    if (!sh("ip netns add " + a_) || !sh("ip netns add " + b_)) {
-      why_ = "'ip netns add' failed (no iproute2, or namespaces not allowed here)";
-      return;
-    }
-    created_ = true;
-    ok_ = sh("ip link add " + va + " type veth peer name " + vb) &&
-          sh("ip link set " + va + " netns " + a_) && sh("ip link set " + vb + " netns " + b_) &&
-          sh("ip -n " + a_ + " addr add 10.215.0.1/24 dev " + va) &&
-          sh("ip -n " + b_ + " addr add 10.215.0.2/24 dev " + vb) &&
-          sh("ip -n " + a_ + " link set " + va + " up") &&
-          sh("ip -n " + b_ + " link set " + vb + " up") && sh("ip -n " + a_ + " link set lo up") &&
-          sh("ip -n " + b_ + " link set lo up");
-    if (!ok_) why_ = "could not set up the veth pair";
-  }
-  ~TwoHosts() {
-    if (created_) {
-      sh("ip netns del " + a_);
-      sh("ip netns del " + b_);
-    }
-  }
-  bool ok() const { return ok_; }
-  const std::string& why() const { return why_; }
-  const std::string& a() const { return a_; }
-  const std::string& b() const { return b_; }
-  // Bytes host a received over the veth (the traffic between the "hosts").
-  long long receivedByA() const {
-    RunResult r = runShell("ip netns exec " + a_ + " cat /sys/class/net/" + va_ +
-                           "/statistics/rx_bytes");
-    return std::atoll(r.out.c_str());
-  }
-
- private:
-  std::string a_, b_, va_, why_;
-  bool created_ = false, ok_ = false;
-};
-
 TEST(OpenMpi, AcrossTwoNetworkNamespaces) {
   if (!have("mpirun")) GTEST_SKIP() << "no mpirun (apt-get install openmpi-bin libopenmpi-dev)";
   if (!have("nsenter")) GTEST_SKIP() << "no nsenter (util-linux)";
-  TwoHosts hosts;
+  gyre::testing::NamespaceHosts hosts("lt", "10.215.0", {});  // unshaped
   if (!hosts.ok()) GTEST_SKIP() << hosts.why();
   // mpirun runs in a (its address is a's); ranks 2 and 3 move to b before exec, as if
   // mpirun had started them on a second host. Open MPI's own traffic (PMIx, OOB) uses
@@ -208,11 +156,11 @@ TEST(OpenMpi, AcrossTwoNetworkNamespaces) {
   {
     std::ofstream w(wrap);
     w << "#!/bin/sh\nif [ \"$OMPI_COMM_WORLD_RANK\" -ge 2 ]; then exec nsenter --net=/run/netns/"
-      << hosts.b() << " \"$@\"; fi\nexec \"$@\"\n";
+      << hosts.name(false) << " \"$@\"; fi\nexec \"$@\"\n";
   }
   ::chmod(wrap.c_str(), 0755);
   const std::string launch =
-      "timeout -k 5 150 ip netns exec " + hosts.a() + " " + kCleanEnv +
+      "timeout -k 5 150 ip netns exec " + hosts.name(true) + " " + kCleanEnv +
       "PMIX_MCA_ptl_tcp_remote_connections=1 PMIX_MCA_ptl_tcp_if_include=10.215.0.0/24 " +
       mpirun() +
       "-np 4 --mca btl tcp,self --mca btl_tcp_if_include 10.215.0.0/24 "
@@ -233,7 +181,7 @@ TEST(OpenMpi, AcrossTwoNetworkNamespaces) {
     {
       std::ofstream w(wrap);
       w << "#!/bin/sh\nif [ \"$OMPI_COMM_WORLD_RANK\" -lt 2 ]; then exec nsenter --net=/run/netns/"
-        << hosts.b() << " \"$@\"; fi\nexec \"$@\"\n";
+        << hosts.name(false) << " \"$@\"; fi\nexec \"$@\"\n";
     }
     r = runShell(launch + trainer() + " --epochs 1 --max-samples 1000");
     EXPECT_NE(r.exitCode, 0);

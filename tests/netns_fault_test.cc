@@ -15,7 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
-#include "netns_pair.h"
+#include "netns_hosts.h"
 #include "rank_harness.h"
 #include "ring/communicator.h"
 #include "store/tcp_store.h"
@@ -24,9 +24,12 @@ namespace gyre {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::NamespacePair;
+using testing::NamespaceHosts;
 using testing::RankGroup;
 using testing::RankReport;
+
+// A slower, buffered link, as between hosts; the test stands without it.
+const testing::LinkShape kLink{"400mbit", "64kb", "20ms", /*required=*/false};
 
 void stream(Communicator& comm, int) {
   std::vector<float> buf(256 * 1024);
@@ -35,7 +38,7 @@ void stream(Communicator& comm, int) {
 
 // `inA[r]`: whether rank r runs in namespace a (rank 0, which serves the store, must).
 void linkDownMidCollective(const std::vector<bool>& inA) {
-  NamespacePair net;
+  NamespaceHosts net("nf", "10.213.0", kLink);
   if (!net.ok()) GTEST_SKIP() << net.why();
   const int n = static_cast<int>(inA.size());
   Options o;

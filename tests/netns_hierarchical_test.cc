@@ -68,7 +68,7 @@ void everyDtypeOpAndCount(Communicator& comm, int) {
 
 // inA[r]: whether rank r is on host a (rank 0, serving the store, must be).
 void runOnTwoHosts(const std::vector<bool>& inA, const std::vector<AllReduceAlgo>& algos) {
-  NamespaceHosts net("1gbit");
+  NamespaceHosts net("hier", "10.214.0", {"1gbit"});
   if (!net.ok()) GTEST_SKIP() << net.why();
   const int n = static_cast<int>(inA.size());
   int port = 29531;
@@ -81,11 +81,11 @@ void runOnTwoHosts(const std::vector<bool>& inA, const std::vector<AllReduceAlgo
     o.algo = algo;
     o.token = fmt::format("netns-hier-{}-{}-{}", ::getpid(), n, port);
     RankGroup group(n, o);
-    group.masterAddr = NamespaceHosts::addressOf(true);
+    group.masterAddr = net.address(true);
     group.beforeCreate = [&](int rank) { net.enter(inA[rank]); };
     group.makeStore = [&, port](int rank) -> std::shared_ptr<Store> {
-      if (rank == 0) return TcpStore::serve(NamespaceHosts::addressOf(true), port, o.timeout);
-      return TcpStore::connect(NamespaceHosts::addressOf(true), port, o.timeout);
+      if (rank == 0) return TcpStore::serve(net.address(true), port, o.timeout);
+      return TcpStore::connect(net.address(true), port, o.timeout);
     };
     group.start(everyDtypeOpAndCount);
     ASSERT_TRUE(group.waitReady(30s)) << "the ranks did not connect across the namespaces";
@@ -122,7 +122,7 @@ TEST(NetnsHierarchical, UnevenThreePlusOne) {  // hier falls back to the ring
 // host mates learn it through the abort (a failure naming the culprit), within the
 // per-operation timeout plus slack, never a hang.
 TEST(NetnsHierarchical, LinkCutMidCollectiveFailsNamingTheFarSide) {
-  NamespaceHosts net("1gbit");
+  NamespaceHosts net("hier", "10.214.0", {"1gbit"});
   if (!net.ok()) GTEST_SKIP() << net.why();
   const std::vector<bool> inA = {true, true, false, false};
   Options o;
@@ -131,11 +131,11 @@ TEST(NetnsHierarchical, LinkCutMidCollectiveFailsNamingTheFarSide) {
   o.algo = AllReduceAlgo::kHierarchical;
   o.token = fmt::format("netns-hier-cut-{}", ::getpid());
   RankGroup group(4, o);
-  group.masterAddr = NamespaceHosts::addressOf(true);
+  group.masterAddr = net.address(true);
   group.beforeCreate = [&](int rank) { net.enter(inA[rank]); };
   group.makeStore = [&](int rank) -> std::shared_ptr<Store> {
-    if (rank == 0) return TcpStore::serve(NamespaceHosts::addressOf(true), 29539, o.timeout * 10);
-    return TcpStore::connect(NamespaceHosts::addressOf(true), 29539, o.timeout * 10);
+    if (rank == 0) return TcpStore::serve(net.address(true), 29539, o.timeout * 10);
+    return TcpStore::connect(net.address(true), 29539, o.timeout * 10);
   };
   group.start([](Communicator& comm, int) {
     std::vector<float> buf(1 << 20);
