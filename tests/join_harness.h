@@ -6,29 +6,26 @@
 // stderr (the library's progress lines and log) goes to a file the parent reads back.
 // join() reaps every child by a deadline and SIGKILLs what is left, marking it hung; the
 // destructor kills and reaps anything still running.
+// The forking, pipes, logs and reaping are tests/forked_children.h's.
 //
 // Also: a free loopback port, the /dev/shm segments of a token, and the checks that the
 // tests share (every rank failed within a bound, with these words in its message).
 #pragma once
 
 #include <dirent.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <functional>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "base/error.h"
+#include "forked_children.h"
 #include "transport/socket.h"
 
 namespace gyre::testing {
@@ -48,104 +45,35 @@ class ProcessRanks {
  public:
   using Body = std::function<void(int child)>;  // throws on failure
 
-  explicit ProcessRanks(int n) : n_(n), kids_(static_cast<size_t>(n)) {}
-  ~ProcessRanks() {
-    for (Kid& k : kids_) {
-      if (k.pid > 0 && !k.reaped) {
-        ::kill(k.pid, SIGKILL);
-        ::waitpid(k.pid, nullptr, 0);
-      }
-      if (k.pipe >= 0) ::close(k.pipe);
-      if (!k.logPath.empty()) ::unlink(k.logPath.c_str());
-    }
-  }
+  explicit ProcessRanks(int n) : n_(n), children_(n, "join-test") {}
   ProcessRanks(const ProcessRanks&) = delete;
   ProcessRanks& operator=(const ProcessRanks&) = delete;
 
   void start(const Body& body) {
-    std::fflush(stdout);
-    std::fflush(stderr);
-    static int group = 0;
-    ++group;
     start_ = Clock::now();
     for (int c = 0; c < n_; ++c) {
-      Kid& k = kids_[static_cast<size_t>(c)];
-      k.logPath = fmt::format("/tmp/gyre-join-test-{}-{}-{}.log", ::getpid(), group, c);
-      int fds[2];
-      if (::pipe2(fds, O_CLOEXEC) != 0) failSystem(errno, "pipe2");
-      pid_t pid = ::fork();
-      if (pid < 0) failSystem(errno, "fork");
-      if (pid == 0) {
-        ::close(fds[0]);
-        runChild(c, fds[1], k.logPath, body);
-      }
-      ::close(fds[1]);
-      k.pid = pid;
-      k.pipe = fds[0];
+      children_.fork(c, [&](int out) { runChild(c, out, body); });
     }
   }
 
   Clock::time_point started() const { return start_; }
-  void kill(int child) { ::kill(kids_[static_cast<size_t>(child)].pid, SIGKILL); }
+  void kill(int child) { ::kill(children_.pid(child), SIGKILL); }
 
   std::vector<Outcome> join(double deadlineSeconds) {
     const Clock::time_point deadline =
         start_ + std::chrono::milliseconds(static_cast<long long>(deadlineSeconds * 1000));
     std::vector<Outcome> out(static_cast<size_t>(n_));
     for (int c = 0; c < n_; ++c) {
-      Kid& k = kids_[static_cast<size_t>(c)];
       Outcome& o = out[static_cast<size_t>(c)];
       o.child = c;
-      while (readSome(k, deadline)) {
-      }
-      if (!k.reaped) {
-        for (;;) {
-          if (::waitpid(k.pid, nullptr, WNOHANG) == k.pid) break;
-          if (Clock::now() >= deadline) {
-            o.hung = true;
-            ::kill(k.pid, SIGKILL);
-            ::waitpid(k.pid, nullptr, 0);
-            break;
-          }
-          std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        }
-        k.reaped = true;
-      }
-      parse(k.out, o);
-      std::ifstream in(k.logPath);
-      std::stringstream text;
-      text << in.rdbuf();
-      o.log = text.str();
+      o.hung = children_.finish(c, deadline);
+      parse(children_[c].out, o);
+      o.log = children_.log(c);
     }
     return out;
   }
 
  private:
-  struct Kid {
-    pid_t pid = -1;
-    int pipe = -1;
-    bool reaped = false;
-    bool eof = false;
-    std::string out;
-    std::string logPath;
-  };
-
-  static bool readSome(Kid& k, Clock::time_point until) {
-    if (k.eof) return false;
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
-    if (ms <= 0) return false;
-    pollfd p{k.pipe, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(std::min<long long>(ms, 100))) <= 0) return true;
-    char buf[4096];
-    ssize_t n = ::read(k.pipe, buf, sizeof(buf));
-    if (n <= 0) {
-      k.eof = true;
-      return false;
-    }
-    k.out.append(buf, static_cast<size_t>(n));
-    return true;
-  }
-
   void parse(const std::string& text, Outcome& o) const {
     std::istringstream in(text);
     int ok = 0;
@@ -160,10 +88,7 @@ class ProcessRanks {
     o.message = rest.empty() ? rest : rest.substr(1);
   }
 
-  [[noreturn]] static void runChild(int child, int out, const std::string& logPath,
-                                    const Body& body) {
-    int logFd = ::open(logPath.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0600);
-    if (logFd >= 0) ::dup2(logFd, STDERR_FILENO);
+  static void runChild(int child, int out, const Body& body) {
     int ok = 0, code = 0;
     std::string message;
     try {
@@ -175,20 +100,12 @@ class ProcessRanks {
     } catch (const std::exception& e) {
       message = e.what();
     }
-    std::string text = fmt::format("{} {} {} {}", ok, code,
-                                   Clock::now().time_since_epoch().count(), message);
-    size_t done = 0;
-    while (done < text.size()) {
-      ssize_t w = ::write(out, text.data() + done, text.size() - done);
-      if (w <= 0) break;
-      done += static_cast<size_t>(w);
-    }
-    std::fflush(stderr);
-    ::_exit(0);
+    ForkedChildren::writeAll(out, fmt::format("{} {} {} {}", ok, code,
+                                              Clock::now().time_since_epoch().count(), message));
   }
 
   const int n_;
-  std::vector<Kid> kids_;
+  ForkedChildren children_;
   Clock::time_point start_{};
 };
 

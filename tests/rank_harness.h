@@ -11,28 +11,25 @@
 // communicator's destruction took. Its stderr (the library's log) goes to a file the
 // parent reads back. join() reaps every rank by a deadline and SIGKILLs what is left,
 // marking it hung. The destructor kills and reaps anything still running.
+// The forking, pipes, logs and reaping are tests/forked_children.h's.
 #pragma once
 
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "forked_children.h"
 #include "base/options.h"
 #include "ring/communicator.h"
 #include "store/tcp_store.h"
@@ -56,17 +53,7 @@ using RankBody = std::function<void(Communicator& comm, int rank)>;
 
 class RankGroup {
  public:
-  RankGroup(int n, Options options) : n_(n), options_(std::move(options)), children_(n) {}
-  ~RankGroup() {
-    for (Child& c : children_) {
-      if (c.pid > 0 && !c.reaped) {
-        ::kill(c.pid, SIGKILL);
-        ::waitpid(c.pid, nullptr, 0);
-      }
-      if (c.pipe >= 0) ::close(c.pipe);
-      if (!c.logPath.empty()) ::unlink(c.logPath.c_str());
-    }
-  }
+  RankGroup(int n, Options options) : n_(n), options_(std::move(options)), children_(n, "test") {}
   RankGroup(const RankGroup&) = delete;
   RankGroup& operator=(const RankGroup&) = delete;
 
@@ -82,39 +69,22 @@ class RankGroup {
       listener = listenOn(SocketAddress::resolve("127.0.0.1", 0));
       port = SocketAddress::ofSocket(listener.get()).port();
     }
-    std::fflush(stdout);
-    std::fflush(stderr);
-    static int group = 0;
-    ++group;
     for (int r = 0; r < n_; ++r) {
-      Child& c = children_[r];
-      c.logPath = fmt::format("/tmp/gyre-test-{}-{}-{}.log", ::getpid(), group, r);
-      int fds[2];
-      if (::pipe2(fds, O_CLOEXEC) != 0) failSystem(errno, "pipe2");
-      pid_t pid = ::fork();
-      if (pid < 0) failSystem(errno, "fork");
-      if (pid == 0) {
-        ::close(fds[0]);
-        for (int k = 0; k < r; ++k) ::close(children_[k].pipe);
-        runChild(r, port, fds[1], c.logPath, body);
-      }
-      ::close(fds[1]);
-      c.pid = pid;
-      c.pipe = fds[0];
+      children_.fork(r, [&](int out) { runChild(r, port, out, body); });
     }
     if (!makeStore) store_ = TcpStore::serveOn(std::move(listener), options_.timeout);
   }
 
   Store& store() { return *store_; }
-  pid_t pid(int rank) const { return children_[rank].pid; }
+  pid_t pid(int rank) const { return children_.pid(rank); }
 
   // True once every rank built its communicator; false at the timeout (or if a rank
   // ended first).
   bool waitReady(std::chrono::milliseconds timeout) {
     auto until = Clock::now() + timeout;
-    for (Child& c : children_) {
-      while (c.out.find("READY\n") == std::string::npos) {
-        if (Clock::now() >= until || !readSome(c, until)) return false;
+    for (int r = 0; r < n_; ++r) {
+      while (children_[r].out.find("READY\n") == std::string::npos) {
+        if (Clock::now() >= until || !children_.readSome(r, until)) return false;
       }
     }
     return true;
@@ -130,64 +100,18 @@ class RankGroup {
     }
     if (killLast >= 0) order.push_back(killLast);
     for (int r : order) {
-      if (r == killLast) ::kill(children_[r].pid, SIGKILL);
-      Child& c = children_[r];
+      if (r == killLast) ::kill(children_.pid(r), SIGKILL);
       RankReport& rep = reports[r];
       rep.rank = r;
-      while (readSome(c, deadline)) {
-      }
-      if (!c.reaped) {
-        for (;;) {
-          pid_t got = ::waitpid(c.pid, &c.status, WNOHANG);
-          if (got == c.pid) break;
-          if (Clock::now() >= deadline) {
-            rep.hung = true;
-            ::kill(c.pid, SIGKILL);
-            ::waitpid(c.pid, &c.status, 0);
-            break;
-          }
-          std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        }
-        c.reaped = true;
-      }
-      rep.status = c.status;
-      parseReport(c.out, rep);
-      std::ifstream in(c.logPath);
-      std::stringstream text;
-      text << in.rdbuf();
-      rep.log = text.str();
+      rep.hung = children_.finish(r, deadline);
+      rep.status = children_[r].status;
+      parseReport(children_[r].out, rep);
+      rep.log = children_.log(r);
     }
     return reports;
   }
 
  private:
-  struct Child {
-    pid_t pid = -1;
-    int pipe = -1;
-    bool reaped = false;
-    int status = 0;
-    bool eof = false;
-    std::string out;
-    std::string logPath;
-  };
-
-  // Reads what the child wrote; false at EOF or at the deadline.
-  static bool readSome(Child& c, Clock::time_point until) {
-    if (c.eof) return false;
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
-    if (ms <= 0) return false;
-    pollfd p{c.pipe, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(std::min<long long>(ms, 100))) <= 0) return true;
-    char buf[4096];
-    ssize_t n = ::read(c.pipe, buf, sizeof(buf));
-    if (n <= 0) {
-      c.eof = true;
-      return false;
-    }
-    c.out.append(buf, static_cast<size_t>(n));
-    return true;
-  }
-
   static void parseReport(const std::string& out, RankReport& rep) {
     size_t at = out.find("REPORT ");
     if (at == std::string::npos) return;
@@ -204,19 +128,7 @@ class RankGroup {
     rep.message = rest;
   }
 
-  static void writeAll(int fd, const std::string& s) {
-    size_t done = 0;
-    while (done < s.size()) {
-      ssize_t w = ::write(fd, s.data() + done, s.size() - done);
-      if (w <= 0) return;
-      done += static_cast<size_t>(w);
-    }
-  }
-
-  [[noreturn]] void runChild(int rank, uint16_t port, int out, const std::string& logPath,
-                             const RankBody& body) {
-    int logFd = ::open(logPath.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0600);
-    if (logFd >= 0) ::dup2(logFd, STDERR_FILENO);
+  void runChild(int rank, uint16_t port, int out, const RankBody& body) {
     int ok = 0, code = 0;
     Clock::time_point errorAt{};
     Clock::duration destroy{};
@@ -229,7 +141,7 @@ class RankGroup {
       Options o = options_;
       if (perRank) perRank(rank, o);
       std::unique_ptr<Communicator> comm = Communicator::create(store, rank, n_, o);
-      writeAll(out, "READY\n");
+      ForkedChildren::writeAll(out, "READY\n");
       try {
         body(*comm, rank);
         ok = 1;
@@ -252,16 +164,14 @@ class RankGroup {
       errorAt = Clock::now();
       message = std::string("setup: ") + e.what();
     }
-    writeAll(out,
+    ForkedChildren::writeAll(out,
              fmt::format("REPORT {} {} {} {}\n{}", ok, code, errorAt.time_since_epoch().count(),
                          std::chrono::nanoseconds(destroy).count(), message));
-    std::fflush(stderr);
-    ::_exit(0);
   }
 
   const int n_;
   const Options options_;
-  std::vector<Child> children_;
+  ForkedChildren children_;
   std::shared_ptr<TcpStore> store_;
 };
 
