@@ -53,10 +53,6 @@ Exit status 0 only if every result was right; 2 for a wrong command line.
 
 namespace {
 
-
-
-
-
 long parseCount(const char* text, const char* what, long lo, long hi) {
   char* end = nullptr;
   errno = 0;
@@ -98,8 +94,8 @@ std::vector<ReduceOp> parseOps(const std::string& text) {
 AllReduceAlgo parseAlgoFlag(const std::string& text) {
   AllReduceAlgo algo;
   if (parseAlgo(text, algo)) return algo;
-  fail(ErrorCode::kInvalidArgument,
-       "-A: unknown algorithm '{}': use auto, ring, tree, rd or hier", text);
+  fail(ErrorCode::kInvalidArgument, "-A: unknown algorithm '{}': use auto, ring, tree, rd or hier",
+       text);
 }
 
 void selectCollective(const std::string& name, BenchOptions& o) {

@@ -27,7 +27,6 @@ using testing::expectFailsOnEveryRank;
 
 
 
-
 // Bytes distinct per rank and position (a mixing hash), so a share at the wrong offset
 // or from the wrong rank shows. All-gather only moves bytes: any bits will do.
 std::vector<std::byte> share(size_t bytes, int rank) {
@@ -68,7 +67,7 @@ void checkAllGather(Communicator& comm, DataType t, size_t count, bool inPlace) 
   check(mine == original, "{}: sendbuf was modified", what);
 }
 
-class AllGatherRanks : public ::testing::TestWithParam<std::tuple<TransportKind, int>> {};
+class AllGatherRanks : public ::testing::TestWithParam<testing::TransportRanks> {};
 
 TEST_P(AllGatherRanks, EveryDtypeAndCount) {
   const auto [transport, n] = GetParam();
@@ -94,15 +93,8 @@ TEST_P(AllGatherRanks, LargerThanAllSlots) {
   }, collectiveOptions(transport));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Transports, AllGatherRanks,
-    ::testing::Combine(::testing::Values(TransportKind::kTcp, TransportKind::kShm),
-                       ::testing::Values(1, 2, 3, 5, 8)),
-    [](const auto& info) {
-      return fmt::format("{}_{}ranks", transportName(std::get<0>(info.param)),
-                         std::get<1>(info.param));
-    });
-
+INSTANTIATE_TEST_SUITE_P(Transports, AllGatherRanks, testing::everyTransportAndRankCount(),
+                         testing::transportRanksName);
 
 // An all-gather of more than the pipes hold, with the count and dtype chosen per rank.
 void allGatherWith(TransportKind transport, int n, const std::function<size_t(int)>& countOf,

@@ -27,7 +27,6 @@ constexpr size_t kGuard = 16;
 constexpr std::byte kGuardByte{0xa5};
 
 
-
 // Byte j of the block rank `from` sends to rank `to` in call `call`: a hash of all four,
 // so a block from the wrong rank, for the wrong rank, at the wrong offset or left over
 // from an earlier call shows.
@@ -71,7 +70,7 @@ void allToAllChecked(Communicator& comm, DataType t, size_t count, size_t call) 
   check(in == inCopy, "rank {}: alltoall of {} x {} changed sendbuf", me, count, dtypeName(t));
 }
 
-class AllToAllRanks : public ::testing::TestWithParam<std::tuple<TransportKind, int>> {};
+class AllToAllRanks : public ::testing::TestWithParam<testing::TransportRanks> {};
 
 TEST_P(AllToAllRanks, EveryDtypeAndCount) {
   const auto [transport, n] = GetParam();
@@ -92,14 +91,8 @@ TEST_P(AllToAllRanks, EveryDtypeAndCount) {
   }, collectiveOptions(transport));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Transports, AllToAllRanks,
-    ::testing::Combine(::testing::Values(TransportKind::kTcp, TransportKind::kShm),
-                       ::testing::Values(1, 2, 3, 5, 8)),
-    [](const auto& info) {
-      return fmt::format("{}_{}ranks", transportName(std::get<0>(info.param)),
-                         std::get<1>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Transports, AllToAllRanks, testing::everyTransportAndRankCount(),
+                         testing::transportRanksName);
 
 // Mixed with other collectives and async calls: the all-to-all takes its place in the
 // communicator's sequence like any collective.

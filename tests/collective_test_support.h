@@ -1,12 +1,18 @@
 // Shared by the multi-process tests of the collectives beyond all-reduce (all-gather,
 // reduce-scatter, reduce, all-to-all): spawn options with small slots, so that large
 // counts cross every slot; the transport's name for test names; guard bytes; and the
-// check that ranks that disagree on a call all fail in it.
+// check that ranks that disagree on a call all fail in it; the parameters of the suites
+// run per transport and rank count.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <string>
+#include <tuple>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include "base/error.h"
 #include "ring/communicator.h"
@@ -14,6 +20,17 @@
 #include "test_values.h"
 
 namespace gyre::testing {
+
+// Suites parameterized by (transport, ranks): tcp and shm at 1, 2, 3, 5 and 8 ranks,
+// named tcp_3ranks etc.
+using TransportRanks = std::tuple<TransportKind, int>;
+inline auto everyTransportAndRankCount() {
+  return ::testing::Combine(::testing::Values(TransportKind::kTcp, TransportKind::kShm),
+                            ::testing::Values(1, 2, 3, 5, 8));
+}
+inline std::string transportRanksName(const ::testing::TestParamInfo<TransportRanks>& info) {
+  return fmt::format("{}_{}ranks", transportName(std::get<0>(info.param)), std::get<1>(info.param));
+}
 
 constexpr size_t kGuardBytes = 16;
 constexpr std::byte kGuard{0x5a};

@@ -28,7 +28,6 @@ using testing::kGuardBytes;
 
 
 
-
 // One reduce to `root`, checked exactly on the root (guard bytes past the output
 // intact); the other ranks pass a buffer that must stay untouched (out of place) or
 // null (in place: the API allows it off the root), and no sendbuf may change.
@@ -63,7 +62,7 @@ void checkReduce(Communicator& comm, DataType t, ReduceOp op, size_t count, int 
   }
 }
 
-class ReduceRanks : public ::testing::TestWithParam<std::tuple<TransportKind, int>> {};
+class ReduceRanks : public ::testing::TestWithParam<testing::TransportRanks> {};
 
 TEST_P(ReduceRanks, EveryRootDtypeOpAndCount) {
   const auto [transport, n] = GetParam();
@@ -97,14 +96,8 @@ TEST_P(ReduceRanks, LargerThanAllSlots) {
   }, collectiveOptions(transport));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Transports, ReduceRanks,
-    ::testing::Combine(::testing::Values(TransportKind::kTcp, TransportKind::kShm),
-                       ::testing::Values(1, 2, 3, 5, 8)),
-    [](const auto& info) {
-      return fmt::format("{}_{}ranks", transportName(std::get<0>(info.param)),
-                         std::get<1>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Transports, ReduceRanks, testing::everyTransportAndRankCount(),
+                         testing::transportRanksName);
 
 // Inexact float inputs: the root's elements in ringAllReduce's chunk `root` were summed
 // in the same order (from root + 1 around to the root), so they carry the same bits.

@@ -28,7 +28,6 @@ using testing::expectFailsOnEveryRank;
 
 
 
-
 // Rank r's input is the test values for size * count elements; its expected share is
 // elements [r * count, (r + 1) * count) of the exact reduction of all of them.
 void checkReduceScatter(Communicator& comm, DataType t, ReduceOp op, size_t count,
@@ -66,7 +65,7 @@ void checkReduceScatter(Communicator& comm, DataType t, ReduceOp op, size_t coun
   }
 }
 
-class ReduceScatterRanks : public ::testing::TestWithParam<std::tuple<TransportKind, int>> {};
+class ReduceScatterRanks : public ::testing::TestWithParam<testing::TransportRanks> {};
 
 TEST_P(ReduceScatterRanks, EveryDtypeOpAndCount) {
   const auto [transport, n] = GetParam();
@@ -97,14 +96,8 @@ TEST_P(ReduceScatterRanks, LargerThanAllSlots) {
   }, collectiveOptions(transport));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Transports, ReduceScatterRanks,
-    ::testing::Combine(::testing::Values(TransportKind::kTcp, TransportKind::kShm),
-                       ::testing::Values(1, 2, 3, 5, 8)),
-    [](const auto& info) {
-      return fmt::format("{}_{}ranks", transportName(std::get<0>(info.param)),
-                         std::get<1>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Transports, ReduceScatterRanks, testing::everyTransportAndRankCount(),
+                         testing::transportRanksName);
 
 // Inexact float inputs (sums that round differently in another order): every share has
 // the bits of the ring all-reduce of the same size * count elements, whose chunk r is
@@ -143,7 +136,6 @@ TEST(ReduceScatter, MatchesRingAllReduceBitForBit) {
     }, o);
   }
 }
-
 
 // A reduce-scatter of more than the pipes hold, with the count and op chosen per rank.
 void reduceScatterWith(TransportKind transport, int n, const std::function<size_t(int)>& countOf,
