@@ -64,9 +64,9 @@ PrimitiveContext linked(const PrimitiveContext& base, const PeerPipes& pipes, in
 
 class Primitives {
  public:
-  // Calls of at least this many bytes write their results into user memory with
-  // non-temporal stores where a slot is read in place (host_kernels/stream_copy.h):
-  // above it the ranks' buffers together outgrow the shared cache.
+  // Calls whose count is at least this many bytes (all-gather, reduce-scatter: one
+  // rank's block) stream results into user memory (host_kernels/stream_copy.h) where a
+  // slot is read in place: the ranks' buffers then outgrow the cache (primitives.cc).
   static constexpr size_t kStreamOutMinBytes = size_t{8} << 20;
 
   // avgDivisor: for ReduceOp::kAvg, the final reduction step divides by it.

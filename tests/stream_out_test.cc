@@ -93,7 +93,8 @@ TEST(StreamOut, BroadcastAndAllGatherShm) {
       check(buf[i] == static_cast<float>(i % 4099), "rank {}: broadcast element {} is {}",
             comm.rank(), i, buf[i]);
     }
-    const size_t per = Primitives::kStreamOutMinBytes / 4 / 4 + 3;  // the gathered total is above
+    // An all-gather's call counts one rank's block: that block is above the threshold.
+    const size_t per = Primitives::kStreamOutMinBytes / 4 + 3;
     std::vector<int32_t> mine(per), all(per * comm.size(), -1);
     for (size_t i = 0; i < per; ++i) mine[i] = static_cast<int32_t>(comm.rank() * 1000003 + i);
     comm.allGather(mine.data(), all.data(), per, DataType::kInt32);
