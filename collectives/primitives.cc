@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "host_kernels/reduce.h"
+#include "host_kernels/stream_copy.h"
 #include "collectives/stall_inspector.h"
 
 namespace gyre {
@@ -55,6 +56,21 @@ Primitives::Primitives(const PrimitiveContext& ctx, const CollectiveCall& call,
     if (p) fit(p->slotBytes());
   }
   sliceElems_ = slot / elemBytes_;
+  fillSlots_ = ctx.right && ctx.right->fillSlotsInPlace() &&
+               (!ctx.right2 || ctx.right2->fillSlotsInPlace());
+  readSlots_ = ctx.left && ctx.left->readSlotsInPlace();
+  // The threshold, measured on the development VM (32 MiB L3 shared by 4 ranks), 128 KiB
+  // slices copied into a buffer of 4 MiB: memcpy 1.7x faster than streaming; 16 MiB:
+  // streaming 1.3x faster; 32-64 MiB: streaming 2-3x faster.
+  streamOut_ = call.count * elemBytes_ >= kStreamOutMinBytes;
+}
+
+void Primitives::writeOut(void* dst, const void* src, size_t n) {
+  if (streamOut_) {
+    streamCopy(dst, src, n * elemBytes_);
+  } else if (n) {
+    std::memcpy(dst, src, n * elemBytes_);
+  }
 }
 
 WaitContext Primitives::waitContext() const {
@@ -142,6 +158,26 @@ void Primitives::recvReduceSend(const void* src, size_t n) {
 
 void Primitives::recvReduceCopySend(const void* src, void* dst, size_t n) {
   Slice in = receive(ctx_.left, n);
+  if (fillSlots_) {
+    // The final values go to dst and the send slot in the same pass (shm): one pass
+    // over the slice fewer than reducing into dst and copying dst on.
+    Slice in2 = ctx_.left2 ? receive(ctx_.left2, n) : Slice{};
+    std::byte* slot = acquire(ctx_.right);
+    // Streaming: reduce into the (cached) slot, then stream it to dst around the cache.
+    void* out = streamOut_ ? static_cast<void*>(slot) : dst;
+    void* out2 = streamOut_ ? nullptr : slot;
+    if (ctx_.left2) {
+      reduceCopy(out, nullptr, in.data, src, n, call_.dtype, call_.op, 0);
+      reduceCopy(out, out2, out, in2.data, n, call_.dtype, call_.op, avgDivisor_);
+      released(ctx_.left2, n);
+    } else {
+      reduceCopy(out, out2, in.data, src, n, call_.dtype, call_.op, avgDivisor_);
+    }
+    if (streamOut_) writeOut(dst, slot, n);
+    released(ctx_.left, n);
+    postCopies(slot, n);
+    return;
+  }
   if (ctx_.left2) {
     Slice in2 = receive(ctx_.left2, n);
     reduceCopy(dst, nullptr, in.data, src, n, call_.dtype, call_.op, 0);
@@ -155,11 +191,42 @@ void Primitives::recvReduceCopySend(const void* src, void* dst, size_t n) {
 }
 
 void Primitives::recvCopySend(void* dst, size_t n) {
+  if (fillSlots_ && readSlots_) {
+    // The slot is read once, into dst and into the next send slot (shm both ways).
+    Slice in = receive(ctx_.left, n);
+    std::byte* slot = acquire(ctx_.right);
+    if (streamOut_) {
+      if (n) std::memcpy(slot, in.data, n * elemBytes_);
+      writeOut(dst, in.data, n);
+    } else {
+      copy2(slot, dst, in.data, n * elemBytes_);
+    }
+    released(ctx_.left, n);
+    postCopies(slot, n);
+    return;
+  }
   receiveInto(ctx_.left, dst, n);
   sendDirect(dst, n);
 }
 
-void Primitives::recv(void* dst, size_t n) { receiveInto(ctx_.left, dst, n); }
+void Primitives::postCopies(const std::byte* slot, size_t n) {
+  if (ctx_.right2) {
+    std::byte* slot2 = acquire(ctx_.right2);
+    if (n) std::memcpy(slot2, slot, n * elemBytes_);
+  }
+  post(ctx_.right, n);
+  if (ctx_.right2) post(ctx_.right2, n);
+}
+
+void Primitives::recv(void* dst, size_t n) {
+  if (streamOut_ && readSlots_) {
+    Slice in = receive(ctx_.left, n);
+    writeOut(dst, in.data, n);
+    released(ctx_.left, n);
+    return;
+  }
+  receiveInto(ctx_.left, dst, n);
+}
 
 void Primitives::recvReduce(const void* src, void* dst, size_t n, bool receivedIsLower,
                             bool finalStep) {

@@ -13,9 +13,13 @@
 // Each call moves one slice of at most sliceElems() elements: one slot. The reduce
 // writes straight into the next send slot in one pass; slices that are only moved use
 // the pipes' direct forms (tcp sends from and receives into the user's buffer), so a
-// hop costs no copy the transport can avoid. Every received slice must
-// carry this call's Tag and the expected length; anything else is a kMismatch error
-// naming both ranks and both calls, raised before a byte of it is written anywhere.
+// hop costs no copy the transport can avoid. Where the pipes say a direct form would
+// only copy into or out of a slot (shm: SendPipe::fillSlotsInPlace,
+// RecvPipe::readSlotsInPlace), recvReduceCopySend writes its result to dst and the send
+// slot in one pass, and recvCopySend reads the received slot once into dst and the send
+// slot. Every received slice must carry this call's Tag and the expected length;
+// anything else is a kMismatch error naming both ranks and both calls, raised before a
+// byte of it is written anywhere.
 // Every pipe operation tells the StallInspector (if any) which peer it involves and
 // every slice moved, for stall reports and error messages.
 //
@@ -60,6 +64,11 @@ PrimitiveContext linked(const PrimitiveContext& base, const PeerPipes& pipes, in
 
 class Primitives {
  public:
+  // Calls whose count is at least this many bytes (all-gather, reduce-scatter: one
+  // rank's block) stream results into user memory (host_kernels/stream_copy.h) where a
+  // slot is read in place: the ranks' buffers then outgrow the cache (primitives.cc).
+  static constexpr size_t kStreamOutMinBytes = size_t{8} << 20;
+
   // avgDivisor: for ReduceOp::kAvg, the final reduction step divides by it.
   Primitives(const PrimitiveContext& ctx, const CollectiveCall& call, uint32_t avgDivisor);
 
@@ -88,6 +97,10 @@ class Primitives {
   void post(SendPipe* to, size_t n);
   void postDirect(SendPipe* to, const void* src, size_t n);
   void sendDirect(const void* src, size_t n);  // to right and right2
+  // Posts right's acquired slot holding n elements; with right2, copies it into
+  // right2's slot first and posts that too.
+  void postCopies(const std::byte* slot, size_t n);
+  void writeOut(void* dst, const void* src, size_t n);  // a final write into user memory
 
   PrimitiveContext ctx_;
   CollectiveCall call_;
@@ -95,6 +108,9 @@ class Primitives {
   size_t elemBytes_;
   size_t sliceElems_;
   uint32_t avgDivisor_;
+  bool fillSlots_ = false;  // right (and right2) take fused writes into their slots
+  bool readSlots_ = false;  // left's slots may be read in place (see pipe.h)
+  bool streamOut_ = false;  // final writes to user memory bypass the cache
 };
 
 }  // namespace gyre

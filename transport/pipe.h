@@ -126,6 +126,13 @@ class SendPipe {
   // has left this rank: until flush(), or until the schedule proves the peer has it.
   virtual void postDirect(const void* src, size_t bytes, const Tag& tag, const WaitContext& ctx);
 
+  // Whether a schedule that produces a slice anyway (a reduction, a received copy)
+  // should write it straight into acquire()'s slot in the same pass, rather than
+  // producing it elsewhere and postDirect()-ing it: true where a slot is where the
+  // bytes must land and postDirect would only copy them there (shm, one pass saved);
+  // false where postDirect sends from the caller's memory without a copy (tcp).
+  virtual bool fillSlotsInPlace() const { return false; }
+
   // Tells the receiving end this rank's status (best effort; never waits on the peer for
   // long). kAborted also closes this end for good: later calls throw kAborted, and the
   // receiver fails with PeerAbortError after the slices posted before. Any thread, also
@@ -149,6 +156,12 @@ class RecvPipe {
   // nothing is written or consumed and the Slice describes what did arrive (its data
   // points into the slot), so the caller can report the mismatch.
   virtual Slice waitInto(void* dst, size_t bytes, const Tag& expect, const WaitContext& ctx);
+
+  // Whether wait()'s slice may be read in place by a schedule that copies it on to
+  // several destinations in one pass (shm: the slot already is in this rank's memory),
+  // rather than waitInto() it first; false where waitInto avoids a copy (tcp reads the
+  // socket straight into dst).
+  virtual bool readSlotsInPlace() const { return false; }
 
   // Tells the sending end this rank's status, as SendPipe::publish (a sender waiting for
   // credits fails with PeerAbortError once this end published kAborted).

@@ -162,6 +162,7 @@ class ShmRecvPipe : public RecvPipe {
   void publish(const PeerStatus& status) override;
   size_t slotBytes() const override { return geo_.slotBytes; }
   int peer() const override { return peerRank_; }
+  bool readSlotsInPlace() const override { return true; }
 
   // Removes the segment's name (idempotent; the sender normally did it already). Call
   // after the communicator's init barrier, when the sender has surely mapped it.
@@ -215,6 +216,7 @@ class ShmSendPipe : public SendPipe {
   void publish(const PeerStatus& status) override;
   size_t slotBytes() const override { return geo_.slotBytes; }
   int peer() const override { return peerRank_; }
+  bool fillSlotsInPlace() const override { return true; }
   const std::string& name() const { return name_; }
 
   ShmSendPipe(const ShmSendPipe&) = delete;
