@@ -16,7 +16,8 @@
 #    came from the installed copy); on torch 1.13 it imports gyre_torch once (documented).
 # Exit 77 (ctest: skipped) when that torch line is not installed.
 set -euo pipefail
-line=$1 out=$2
+line=$1
+mkdir -p "$2" && out=$(cd "$2" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 case $line in
@@ -44,7 +45,9 @@ fi
 # gyre's C library: setup.py builds it with CMake into GYRE_CMAKE_BUILD_DIR; the ctest
 # passes torch_backend_<line>'s (the same sources; setup.py only configures when the
 # folder has no CMake cache), so the test rebuilds only the extension.
-export GYRE_CMAKE_BUILD_DIR=${3:-$out/cmake}
+GYRE_CMAKE_BUILD_DIR=${3:-$out/cmake}
+mkdir -p "$GYRE_CMAKE_BUILD_DIR" && GYRE_CMAKE_BUILD_DIR=$(cd "$GYRE_CMAKE_BUILD_DIR" && pwd)
+export GYRE_CMAKE_BUILD_DIR
 pipargs=(install --no-build-isolation --no-index --no-deps -q "$out/src/python")
 if [ "$line" = debian ]; then
   "$py" -m venv --system-site-packages "$out/venv"

@@ -169,7 +169,10 @@ class Recorder(unittest.TextTestResult):
     def _put(self, test, status, reason=""):
         name = test._testMethodName
         secs = time.monotonic() - self.started.get(name, time.monotonic())
-        self.results[name] = [status, reason.strip().splitlines()[-1][:300] if reason else ""]
+        lines = reason.strip().splitlines() if reason else [""]
+        # The exception's line, not the C++ frame list torch appends to it.
+        said = [line for line in lines if "Error:" in line or "Exception:" in line]
+        self.results[name] = [status, (said[-1] if said else lines[-1]).strip()[:300]]
         print(f"[{BACKEND} world {os.environ['WORLD_SIZE']}] {status:7} {name} "
               f"({secs:.1f} s){': ' + self.results[name][1] if reason else ''}",
               file=sys.stderr, flush=True)
