@@ -217,8 +217,12 @@ def compare(name, world, gyre, gloo):
                 problems.append(f"rank {r}'s {key} differs from rank 0's")
     for key, mine in g0.items():
         theirs = gloo[0][name][key]
+        # At world 3 the sum order differs from gloo's; with a 16-bit hook each partial
+        # sum also rounds to 16 bits (fp16: 1 ulp = 2^-11 relative), so its tolerance is
+        # that of the compressed gradients times the steps' learning rate.
+        atol = 1e-4 if name in ("fp16", "bf16") else 1e-6
         same = (torch.equal(mine, theirs) if world == 2 or not mine.is_floating_point()
-                else torch.allclose(mine, theirs, rtol=1e-5, atol=1e-6))
+                else torch.allclose(mine, theirs, rtol=1e-5, atol=atol))
         if not same:
             diff = (mine.double() - theirs.double()).abs().max().item()
             problems.append(f"{key} differs from gloo's (max abs diff {diff:.3g})")
