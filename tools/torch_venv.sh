@@ -2,14 +2,24 @@
 # Creates (once) the PyPI torch venv that the torch_backend_pypi test builds gyre_torch
 # against: ${GYRE_TORCH2_VENV:-~/.cache/gyre/venv-torch2}, ~3 GB of wheels, kept between
 # runs (a second run only checks that it imports). GYRE_NO_TORCH2=1 skips it (the test
-# then reports itself skipped).
+# then reports itself skipped). Also expecttest (pure Python, which torch's own test
+# utilities import: the torch_dist_suite_* tests) for Debian's python3, into
+# ~/.cache/gyre/py-debian (dist_suite.sh puts it on PYTHONPATH; the system stays as apt
+# left it), and into the venv.
 set -euo pipefail
 venv=${GYRE_TORCH2_VENV:-$HOME/.cache/gyre/venv-torch2}
+debian_deps=$HOME/.cache/gyre/py-debian
+if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import torch" 2>/dev/null &&
+   ! PYTHONPATH=$debian_deps /usr/bin/python3 -c "import expecttest" 2>/dev/null; then
+  echo "torch_venv: pip install --target $debian_deps expecttest" >&2
+  /usr/bin/python3 -m pip install -q --target "$debian_deps" expecttest >&2
+fi
 [ "${GYRE_NO_TORCH2:-0}" = 1 ] && exit 0
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import torch, setuptools" 2>/dev/null; then
+  "$venv/bin/python" -c "import expecttest" 2>/dev/null || "$venv/bin/pip" install -q expecttest >&2
   exit 0
 fi
 echo "torch_venv: creating $venv (pip install torch: ~3 GB, a few minutes)" >&2
 mkdir -p "$(dirname "$venv")"
 /usr/bin/python3 -m venv "$venv"
-"$venv/bin/pip" install -q torch numpy setuptools wheel >&2
+"$venv/bin/pip" install -q torch numpy setuptools wheel expecttest >&2

@@ -63,6 +63,55 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::allgather(
   return work;
 }
 
+c10::intrusive_ptr<c10d::Work> GyreBackend::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions&) {
+  std::lock_guard<std::mutex> lock(issue_);
+  if (static_cast<int>(outputLists.size()) != size_) {
+    throw std::invalid_argument("gyre: all_gather_coalesced needs one output list per rank (" +
+                                std::to_string(size_) + "), got " +
+                                std::to_string(outputLists.size()));
+  }
+  std::vector<at::Tensor> parts;  // every input's bytes, in order
+  for (const at::Tensor& t : inputs) parts.push_back(bytesView(hostContiguous(t)).clone());
+  for (int r = 0; r < size_; ++r) {
+    if (outputLists[r].size() != inputs.size()) {
+      throw std::invalid_argument("gyre: all_gather_coalesced: output list " +
+                                  std::to_string(r) + " has " +
+                                  std::to_string(outputLists[r].size()) + " tensors, the input " +
+                                  std::to_string(inputs.size()));
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      checkSameBytes(inputs[i], outputLists[r][i], "all_gather_coalesced", static_cast<int>(i));
+    }
+  }
+  at::Tensor flat = parts.empty() ? at::empty({0}, at::kByte) : at::cat(parts);
+  at::Tensor gathered = at::empty({size_, flat.numel()}, flat.options());
+  const std::string what = describe("all_gather_coalesced", flat);
+  auto work = newWork(c10d::OpType::ALLGATHER_COALESCED, what);
+  issue(*work, what, [&](gyreComm_t comm, gyreRequest_t* request) {
+    return gyreAllGatherAsync(flat.data_ptr(), gathered.data_ptr(), flat.numel(), gyreUint8,
+                              comm, request);
+  });
+  work->keepAlive(flat);
+  work->keepAlive(gathered);
+  std::vector<at::Tensor> outs;
+  for (auto& list : outputLists) outs.insert(outs.end(), list.begin(), list.end());
+  work->addFinisher([outputLists, gathered]() mutable {
+    for (size_t r = 0; r < outputLists.size(); ++r) {
+      int64_t offset = 0;
+      for (at::Tensor& out : outputLists[r]) {
+        const int64_t n = static_cast<int64_t>(bytesOf(out));
+        at::Tensor bytes = gathered[r].narrow(0, offset, n);
+        out.copy_(at::from_blob(bytes.data_ptr(), out.sizes(), out.options().device(at::kCPU)));
+        offset += n;
+      }
+    }
+  });
+  work->setOutputs(outs);
+  return work;
+}
+
 c10::intrusive_ptr<c10d::Work> GyreBackend::_allgather_base(at::Tensor& output,
                                                             at::Tensor& input,
                                                             const c10d::AllgatherOptions&) {
