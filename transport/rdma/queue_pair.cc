@@ -152,8 +152,9 @@ void QueuePair::sleep(int fd, std::chrono::steady_clock::time_point until) {
   }
   auto left = duration_cast<milliseconds>(until - steady_clock::now()).count();
   int ms = static_cast<int>(std::clamp<long long>(left, 0, 10));
-  pollfd p[2] = {{channel_->fd, POLLIN, 0}, {fd, POLLIN, 0}};
-  ::poll(p, fd >= 0 ? 2 : 1, ms);
+  pollfd p[3] = {{channel_->fd, POLLIN, 0}, {device_->asyncFd(), POLLIN, 0}, {fd, POLLIN, 0}};
+  ::poll(p, fd >= 0 ? 3 : 2, ms);
+  if (p[1].revents) device_->readAsyncEvents();
   if (p[0].revents & POLLIN) {
     ibv_cq* cq = nullptr;
     void* cqCtx = nullptr;
@@ -161,7 +162,18 @@ void QueuePair::sleep(int fd, std::chrono::steady_clock::time_point until) {
       ibv_ack_cq_events(cq, 1);
       armed_ = false;
     }
+  } else if (p[0].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+    // The kernel closed the channel (device removal): it would now wake every poll at once.
+    channelClosed_ = true;
   }
+}
+
+std::string QueuePair::failure() const {
+  if (channelClosed_) {
+    return fmt::format("the completion channel on {} was closed (the device went away)",
+                       device_->description());
+  }
+  return device_->failure(qp_, cq_);
 }
 
 void QueuePair::forceError() {
