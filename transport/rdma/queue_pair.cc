@@ -154,7 +154,11 @@ void QueuePair::sleep(int fd, std::chrono::steady_clock::time_point until) {
   int ms = static_cast<int>(std::clamp<long long>(left, 0, 10));
   pollfd p[3] = {{channel_->fd, POLLIN, 0}, {device_->asyncFd(), POLLIN, 0}, {fd, POLLIN, 0}};
   ::poll(p, fd >= 0 ? 3 : 2, ms);
-  if (p[1].revents) device_->readAsyncEvents();
+  if (p[1].revents & POLLIN) {
+    device_->readAsyncEvents();
+  } else if (p[1].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+    channelClosed_ = true;  // as below: the device went away without a fatal event read first
+  }
   if (p[0].revents & POLLIN) {
     ibv_cq* cq = nullptr;
     void* cqCtx = nullptr;
@@ -170,7 +174,8 @@ void QueuePair::sleep(int fd, std::chrono::steady_clock::time_point until) {
 
 std::string QueuePair::failure() const {
   if (channelClosed_) {
-    return fmt::format("the completion channel on {} was closed (the device went away)",
+    return fmt::format("the kernel closed the completion or async event channel of {} (the "
+                       "device went away)",
                        device_->description());
   }
   return device_->failure(qp_, cq_);

@@ -10,7 +10,8 @@
 // poll(2)s the completion channel together with one extra fd (the pipe's control socket)
 // and the device's async event fd for at most 10 ms; an event found there is read into
 // the device (RdmaDevice::readAsyncEvents), and failure() then says why this QP is done
-// (or a completion channel the kernel closed: the device went away). Retries are bounded (timeout 2^14 * 4.096 us, 7 retries), so a
+// (or a completion or event channel the kernel closed: the device went away; either
+// would otherwise wake every poll at once until the deadline). Retries are bounded (timeout 2^14 * 4.096 us, 7 retries), so a
 // vanished peer turns into a completion error within a few seconds even without the
 // socket telling us first.
 //
