@@ -31,7 +31,8 @@
 #   RDMA_VM_QUIET=1 no progress lines on stderr
 #   RDMA_VM_SHOW_CONSOLE=1 print the guest kernel console log (stderr) after the run
 # Inside the guest the command sees: RDMA_VM=1, RDMA_DEV, RDMA_GID_INDEX (and for 'pair'
-# RDMA_DEV_A/RDMA_DEV_B, RDMA_GID_INDEX_A/B, RDMA_IP_A/B).
+# RDMA_DEV_A/RDMA_DEV_B, RDMA_GID_INDEX_A/B, RDMA_IP_A/B, RDMA_NETDEV_A/B, and RDMA_VM_RELINK:
+# a script that brings the veth pair back up, with its routes, after a test took it down).
 set -euo pipefail
 
 CACHE=${RDMA_VM_CACHE:-/var/tmp/gyre-rdma-vm}
@@ -204,6 +205,29 @@ if [ "$TOPO" = pair ]; then
   wait_gid rxe_a; wait_gid rxe_b
   export RDMA_DEV_A=rxe_a RDMA_DEV_B=rxe_b RDMA_IP_A=192.168.78.1 RDMA_IP_B=192.168.78.2
   export RDMA_GID_INDEX_A=$(gid_index rxe_a) RDMA_GID_INDEX_B=$(gid_index rxe_b)
+  export RDMA_NETDEV_A=va RDMA_NETDEV_B=vb RDMA_VM_RELINK=/run/rdma_vm_relink.sh
+  # For the tests that take the link down: up again, with the routes the kernel dropped
+  # when it went down, and both ports ACTIVE with their RoCE v2 IPv4 GID.
+  cat > "$RDMA_VM_RELINK" <<'RELINK'
+#!/bin/bash
+{ echo "link set va up"; echo "link set vb up"
+  echo "route replace 192.168.78.2 dev va src 192.168.78.1 table 100"
+  echo "route replace 192.168.78.1 dev vb src 192.168.78.2 table 101"; } | ip -batch - || exit 1
+for ((n = 0; n < 400; n++)); do
+  ok=1
+  for d in rxe_a rxe_b; do
+    read -r state < /sys/class/infiniband/$d/ports/1/state
+    [[ $state == *ACTIVE* ]] || ok=0
+  done
+  read -r ga < /sys/class/infiniband/rxe_a/ports/1/gids/$RDMA_GID_INDEX_A
+  read -r gb < /sys/class/infiniband/rxe_b/ports/1/gids/$RDMA_GID_INDEX_B
+  [[ $ga == 0000:0000:0000:0000:0000:ffff:* && $gb == 0000:0000:0000:0000:0000:ffff:* ]] || ok=0
+  [ $ok = 1 ] && exit 0
+  sleep 0.05
+done
+echo "rdma_vm relink: rxe_a/rxe_b not ACTIVE with their GIDs after 20 s" >&2; exit 1
+RELINK
+  chmod +x "$RDMA_VM_RELINK"
 fi
 set +e; trap - ERR
 read -r t1 _ < /proc/uptime

@@ -152,8 +152,13 @@ void QueuePair::sleep(int fd, std::chrono::steady_clock::time_point until) {
   }
   auto left = duration_cast<milliseconds>(until - steady_clock::now()).count();
   int ms = static_cast<int>(std::clamp<long long>(left, 0, 10));
-  pollfd p[2] = {{channel_->fd, POLLIN, 0}, {fd, POLLIN, 0}};
-  ::poll(p, fd >= 0 ? 2 : 1, ms);
+  pollfd p[3] = {{channel_->fd, POLLIN, 0}, {device_->asyncFd(), POLLIN, 0}, {fd, POLLIN, 0}};
+  ::poll(p, fd >= 0 ? 3 : 2, ms);
+  if (p[1].revents & POLLIN) {
+    device_->readAsyncEvents();
+  } else if (p[1].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+    channelClosed_ = true;  // as below: the device went away without a fatal event read first
+  }
   if (p[0].revents & POLLIN) {
     ibv_cq* cq = nullptr;
     void* cqCtx = nullptr;
@@ -161,7 +166,19 @@ void QueuePair::sleep(int fd, std::chrono::steady_clock::time_point until) {
       ibv_ack_cq_events(cq, 1);
       armed_ = false;
     }
+  } else if (p[0].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+    // The kernel closed the channel (device removal): it would now wake every poll at once.
+    channelClosed_ = true;
   }
+}
+
+std::string QueuePair::failure() const {
+  if (channelClosed_) {
+    return fmt::format("the kernel closed the completion or async event channel of {} (the "
+                       "device went away)",
+                       device_->description());
+  }
+  return device_->failure(qp_, cq_);
 }
 
 void QueuePair::forceError() {

@@ -8,7 +8,10 @@
 // Completions: poll() reaps up to N work completions without blocking. sleep() is the
 // "then sleep" half of spin-then-sleep: it arms the CQ, re-polls (no lost wake-up), and
 // poll(2)s the completion channel together with one extra fd (the pipe's control socket)
-// for at most 10 ms. Retries are bounded (timeout 2^14 * 4.096 us, 7 retries), so a
+// and the device's async event fd for at most 10 ms; an event found there is read into
+// the device (RdmaDevice::readAsyncEvents), and failure() then says why this QP is done
+// (or a completion or event channel the kernel closed: the device went away; either
+// would otherwise wake every poll at once until the deadline). Retries are bounded (timeout 2^14 * 4.096 us, 7 retries), so a
 // vanished peer turns into a completion error within a few seconds even without the
 // socket telling us first.
 //
@@ -67,6 +70,8 @@ class QueuePair {
   void forceError();
 
   void postRecv(uint64_t wrId);
+  // Why this QP cannot go on (a fatal async event, a closed completion channel), or empty.
+  std::string failure() const;
   const RdmaDevice& device() const { return *device_; }
 
  private:
@@ -77,6 +82,7 @@ class QueuePair {
   ibv_qp* qp_ = nullptr;
   uint32_t psn_ = 0;
   bool armed_ = false;
+  bool channelClosed_ = false;
 };
 
 }  // namespace gyre

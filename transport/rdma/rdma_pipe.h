@@ -29,11 +29,13 @@
 // that sees the abort or EOF reaps its CQ once more before it fails.
 //
 // Waiting: polls the CQ (and the socket) for ctx.spin, yielding the core between polls,
-// then arms the CQ and sleeps in poll(2) on the completion channel and the socket, at
-// most 10 ms a slice, calling ctx.observer each slice. Errors name the peer rank: a
-// completion with an error status (the QP went to the error state: peer gone, retries
-// exhausted, device removed), the peer's abort (PeerAbortError), EOF on the socket, a
-// malformed slot or immediate, kTimeout and kAborted; the caller adds the collective.
+// then arms the CQ and sleeps in poll(2) on the completion channel, the socket and the
+// device's async event fd, at most 10 ms a slice, calling ctx.observer each slice.
+// Errors name the peer rank: a completion with an error status (the QP went to the error
+// state: peer gone, retries exhausted, device removed), a fatal async event (this port
+// down, the device failed, the QP or CQ broke: kSystemError), the peer's abort
+// (PeerAbortError), EOF on the socket, a malformed slot or immediate, kTimeout and
+// kAborted; the caller adds the collective.
 //
 // Threads: as pipe.h. publish() may come from any thread; the CQ is polled under mu_.
 #pragma once
@@ -62,36 +64,58 @@ static_assert(sizeof(RdmaSlotHeader) == 32);
 // Distance between two slots: header + B, rounded to a cache line.
 size_t rdmaSlotStride(size_t slotBytes);
 
-// What both ends share: the QP, the control link, failure state, and the wait loop.
+// How one end is laid out. The two ends mirror each other: each exposes registered
+// memory the peer writes into (the receiver its slots, the sender its credit word), has
+// registered memory its own writes read from (the sender its staging slots, the
+// receiver its credit counter), and pre-posts one receive per write with immediate the
+// peer may have in flight.
+struct RdmaEndLayout {
+  size_t exposedBytes = 0;
+  std::string exposedWhat;  // names it in registration errors
+  size_t sourceBytes = 0;
+  std::string sourceWhat;
+  int sendDepth = 0;        // this end's writes in flight at most
+  int recvDepth = 0;        // receives pre-posted (and kept posted)
+  uint64_t recvWrId = 0;    // their wr_id
+};
+
+// What both ends share: the memory, the QP, the control link, failure state, the wait loop.
 class RdmaPipeEnd {
  public:
-  RdmaPipeEnd(std::shared_ptr<RdmaDevice> device, int peer, size_t slots, size_t slotBytes,
-              int worldSize, int sendDepth, int recvDepth);
   virtual ~RdmaPipeEnd() = default;
 
-  // This end's endpoint for the peer (QP, memory), published through the bootstrap store.
-  virtual QpEndpoint endpoint() const = 0;
+  // This end's endpoint for the peer (QP, exposed memory), published through the store.
+  QpEndpoint endpoint() const;
   // Brings the QP to RTS with the peer's endpoint and takes the control connection.
   void connect(const std::string& remoteEndpoint, Fd control);
   // Tests: forces the QP into the error state.
   void forceError() { qp_.forceError(); }
 
  protected:
-  virtual void checkRemote(const QpEndpoint& remote) = 0;
+  RdmaPipeEnd(std::shared_ptr<RdmaDevice> device, int peer, size_t slots, size_t slotBytes,
+              int worldSize, const RdmaEndLayout& layout);
+
   // One completion, under mu_.
   virtual void onCompletion(const ibv_wc& wc) = 0;
   // Reaps completions and reads the control link; records failures (does not throw).
   void progress();
   void progressLocked();
-  void recordFailure(ErrorCode code, std::string message);
+  // Records the first failure; `closeLink` also shuts the control link's write side, so
+  // the peer learns at once that this end is gone.
+  void recordFailure(ErrorCode code, std::string message, bool closeLink = true);
   // Throws the recorded failure, if any.
   void throwIfFailed();
   // Waits until ready() (called under mu_) holds.
   template <typename Ready>
   void waitFor(Ready ready, const WaitContext& ctx, const char* what);
-  void publishStatus(const PeerStatus& status, bool drainFirst);
+  // An abort first waits (bounded) until drained(): the slices posted before it arrive first.
+  void publishStatus(const PeerStatus& status);
   virtual bool drained() const { return true; }  // under mu_: nothing posted is in flight
   std::string completionError(const ibv_wc& wc, const char* what) const;
+  // Posts one write with immediate of [local, local + bytes) from source_ to the peer's
+  // exposed memory at `remoteOffset`; records the failure and returns false if it fails.
+  bool postWrite(const void* local, size_t bytes, uint64_t remoteOffset, uint32_t imm,
+                 uint64_t wrId, const char* what);
 
   std::shared_ptr<RdmaDevice> device_;
   const int peer_;
@@ -99,6 +123,9 @@ class RdmaPipeEnd {
   const size_t slotBytes_;
   const size_t stride_;
   const int worldSize_;
+  const int sendDepth_;
+  MemoryRegion exposed_;  // the peer writes here
+  MemoryRegion source_;   // this end's writes read from here
   QueuePair qp_;
   std::unique_ptr<ControlLink> link_;
   QpEndpoint remote_{};
@@ -110,7 +137,19 @@ class RdmaPipeEnd {
   std::atomic<bool> localAbort_{false};
 };
 
-class RdmaSendPipe final : public SendPipe, public RdmaPipeEnd {
+// The SendPipe or RecvPipe getters and publish(), alike for both ends.
+template <typename Interface>
+class RdmaPipe : public Interface, public RdmaPipeEnd {
+ public:
+  void publish(const PeerStatus& status) override { publishStatus(status); }
+  size_t slotBytes() const override { return slotBytes_; }
+  int peer() const override { return peer_; }
+
+ protected:
+  using RdmaPipeEnd::RdmaPipeEnd;
+};
+
+class RdmaSendPipe final : public RdmaPipe<SendPipe> {
  public:
   RdmaSendPipe(std::shared_ptr<RdmaDevice> device, int peer, size_t slots, size_t slotBytes,
                int worldSize = 0);
@@ -118,45 +157,30 @@ class RdmaSendPipe final : public SendPipe, public RdmaPipeEnd {
   std::byte* acquire(const WaitContext& ctx) override;
   void post(size_t bytes, const Tag& tag) override;
   void flush(const WaitContext& ctx) override;
-  void publish(const PeerStatus& status) override;
-  size_t slotBytes() const override { return slotBytes_; }
-  int peer() const override { return peer_; }
-  QpEndpoint endpoint() const override;
 
  private:
-  void checkRemote(const QpEndpoint& remote) override;
   void onCompletion(const ibv_wc& wc) override;
   bool drained() const override { return outstanding_ == 0; }
-  uint64_t credits() const;
+  uint64_t credits() const;  // what the receiver wrote into the exposed credit word
+  std::byte* slot(uint64_t n) const { return source_.data() + (n % slots_) * stride_; }
 
-  const int sendDepth_;
-  MemoryRegion staging_;
-  MemoryRegion creditWord_;  // the receiver writes its consumed count here
   uint64_t posted_ = 0;
   int outstanding_ = 0;  // data writes not completed yet; under mu_
   bool acquired_ = false;
 };
 
-class RdmaRecvPipe final : public RecvPipe, public RdmaPipeEnd {
+class RdmaRecvPipe final : public RdmaPipe<RecvPipe> {
  public:
   RdmaRecvPipe(std::shared_ptr<RdmaDevice> device, int peer, size_t slots, size_t slotBytes,
                int worldSize = 0);
 
   Slice wait(const WaitContext& ctx) override;
   void release() override;
-  void publish(const PeerStatus& status) override;
-  size_t slotBytes() const override { return slotBytes_; }
-  int peer() const override { return peer_; }
-  QpEndpoint endpoint() const override;
 
  private:
-  void checkRemote(const QpEndpoint& remote) override;
   void onCompletion(const ibv_wc& wc) override;
   void postCreditLocked();  // requires mu_
 
-  const int sendDepth_;
-  MemoryRegion slotMemory_;
-  MemoryRegion creditSource_;  // the consumed count the credit write reads
   uint64_t received_ = 0;      // under mu_
   uint64_t released_ = 0;
   int outstanding_ = 0;        // credit writes not completed; under mu_

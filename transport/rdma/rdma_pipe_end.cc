@@ -1,4 +1,8 @@
 // RdmaPipeEnd: what both ends of an rdma pipe share (see rdma_pipe.h).
+#include <arpa/inet.h>
+
+#include <cstring>
+
 #include <fmt/format.h>
 
 #include "base/error.h"
@@ -18,14 +22,56 @@ void throwRdmaWaitFailure(const WaitContext& ctx, int peer, const char* what) {
 }
 
 RdmaPipeEnd::RdmaPipeEnd(std::shared_ptr<RdmaDevice> device, int peer, size_t slots,
-                         size_t slotBytes, int worldSize, int sendDepth, int recvDepth)
-    : device_(device),
+                         size_t slotBytes, int worldSize, const RdmaEndLayout& layout)
+    : device_(std::move(device)),
       peer_(peer),
       slots_(slots),
       slotBytes_(slotBytes),
       stride_(rdmaSlotStride(slotBytes)),
       worldSize_(worldSize),
-      qp_(std::move(device), peer, sendDepth, recvDepth) {}
+      sendDepth_(layout.sendDepth),
+      exposed_(device_, layout.exposedBytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+               layout.exposedWhat),
+      source_(device_, layout.sourceBytes, IBV_ACCESS_LOCAL_WRITE, layout.sourceWhat),
+      qp_(device_, peer, layout.sendDepth, layout.recvDepth) {
+  // After INIT (the QueuePair's constructor), as rxe requires.
+  for (int i = 0; i < layout.recvDepth; ++i) qp_.postRecv(layout.recvWrId);
+}
+
+QpEndpoint RdmaPipeEnd::endpoint() const {
+  QpEndpoint e = qp_.endpoint();
+  e.addr = exposed_.address();
+  e.rkey = exposed_.rkey();
+  e.slots = static_cast<uint32_t>(slots_);
+  e.slotBytes = slotBytes_;
+  return e;
+}
+
+bool RdmaPipeEnd::postWrite(const void* local, size_t bytes, uint64_t remoteOffset, uint32_t imm,
+                            uint64_t wrId, const char* what) {
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<uint64_t>(local);
+  sge.length = static_cast<uint32_t>(bytes);
+  sge.lkey = source_.lkey();
+  ibv_send_wr wr{};
+  wr.wr_id = wrId;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.imm_data = htonl(imm);
+  wr.wr.rdma.remote_addr = remote_.addr + remoteOffset;
+  wr.wr.rdma.rkey = remote_.rkey;
+  ibv_send_wr* bad = nullptr;
+  if (int rc = ibv_post_send(qp_.qp(), &wr, &bad)) {
+    recordFailure(ErrorCode::kRemoteError,
+                  fmt::format("ibv_post_send of {} peer rank {} failed: {} (the queue pair is in "
+                              "the error state)",
+                              what, peer_, std::strerror(rc)));
+    return false;
+  }
+  return true;
+}
 
 void RdmaPipeEnd::connect(const std::string& remoteEndpoint, Fd control) {
   remote_ = QpEndpoint::decode(remoteEndpoint, peer_);
@@ -35,19 +81,18 @@ void RdmaPipeEnd::connect(const std::string& remoteEndpoint, Fd control) {
          "rank the same GYRE_SLOTS and GYRE_SLOT_BYTES)",
          peer_, remote_.slots, remote_.slotBytes, slots_, slotBytes_);
   }
-  checkRemote(remote_);
   qp_.connect(remote_);
   link_ = std::make_unique<ControlLink>(std::move(control), peer_, worldSize_);
 }
 
-void RdmaPipeEnd::recordFailure(ErrorCode code, std::string message) {
+void RdmaPipeEnd::recordFailure(ErrorCode code, std::string message, bool closeLink) {
   if (failed_) return;
   failed_ = true;
   failCode_ = code;
   failMessage_ = std::move(message);
   // This end is dead for good (its QP may be in the error state, where the peer would
   // learn of it only after its retries run out): say so on the control link at once.
-  if (link_) link_->shutdownWrite();
+  if (link_ && closeLink) link_->shutdownWrite();
 }
 
 std::string RdmaPipeEnd::completionError(const ibv_wc& wc, const char* what) const {
@@ -64,6 +109,15 @@ void RdmaPipeEnd::progressLocked() {
     int n = qp_.poll(wc, 16);
     for (int i = 0; i < n; ++i) onCompletion(wc[i]);
     if (n < 16) break;
+  }
+  if (failed_) return;
+  std::string why = qp_.failure();
+  if (!why.empty()) {
+    // This rank's own device failed: the peer hears it with the reason in the abort that
+    // the communicator sends next (a closed link would tell it only "closed").
+    recordFailure(ErrorCode::kSystemError,
+                  fmt::format("the rdma pipe with peer rank {} cannot go on: {}", peer_, why),
+                  false);
   }
 }
 
@@ -101,11 +155,11 @@ void RdmaPipeEnd::throwIfFailed() {
   throw Error(failCode_, failMessage_);
 }
 
-void RdmaPipeEnd::publishStatus(const PeerStatus& status, bool drainFirst) {
+void RdmaPipeEnd::publishStatus(const PeerStatus& status) {
   if (!link_) return;
   if (status.state == PeerStatus::State::kAborted) {
     localAbort_.store(true, std::memory_order_release);
-    if (drainFirst) {
+    {
       const auto until = Clock::now() + kAbortSendBudget;
       std::unique_lock<std::mutex> lock(mu_);
       while (!failed_ && !drained() && Clock::now() < until) {

@@ -19,28 +19,16 @@ int creditDepthFor(size_t slots) { return static_cast<int>(slots + 2); }
 
 RdmaRecvPipe::RdmaRecvPipe(std::shared_ptr<RdmaDevice> device, int peer, size_t slots,
                            size_t slotBytes, int worldSize)
-    : RdmaPipeEnd(device, peer, slots, slotBytes, worldSize, creditDepthFor(slots),
-                  static_cast<int>(slots)),
-      sendDepth_(creditDepthFor(slots)),
-      slotMemory_(device, slots * rdmaSlotStride(slotBytes),
-                  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
-                  fmt::format("rdma receive slots from peer rank {}", peer)),
-      creditSource_(device, 64, IBV_ACCESS_LOCAL_WRITE,
-                    fmt::format("rdma credit counter for peer rank {}", peer)) {
-  // After INIT (the QueuePair's constructor), as rxe requires: one per slot.
-  for (size_t i = 0; i < slots; ++i) qp_.postRecv(kDataRecv);
-}
-
-QpEndpoint RdmaRecvPipe::endpoint() const {
-  QpEndpoint e = qp_.endpoint();
-  e.addr = slotMemory_.address();
-  e.rkey = slotMemory_.rkey();
-  e.slots = static_cast<uint32_t>(slots_);
-  e.slotBytes = slotBytes_;
-  return e;
-}
-
-void RdmaRecvPipe::checkRemote(const QpEndpoint&) {}
+    : RdmaPipe(std::move(device), peer, slots, slotBytes, worldSize,
+               RdmaEndLayout{
+                   .exposedBytes = slots * rdmaSlotStride(slotBytes),
+                   .exposedWhat = fmt::format("rdma receive slots from peer rank {}", peer),
+                   .sourceBytes = 64,
+                   .sourceWhat = fmt::format("rdma credit counter for peer rank {}", peer),
+                   .sendDepth = creditDepthFor(slots),
+                   .recvDepth = static_cast<int>(slots),  // one per slot: one per credit
+                   .recvWrId = kDataRecv,
+               }) {}
 
 void RdmaRecvPipe::onCompletion(const ibv_wc& wc) {
   if (wc.status != IBV_WC_SUCCESS) {
@@ -85,29 +73,12 @@ void RdmaRecvPipe::postCreditLocked() {
     return;
   }
   creditPending_ = false;
-  __atomic_store_n(reinterpret_cast<uint64_t*>(creditSource_.data()), released_, __ATOMIC_RELEASE);
-  ibv_sge sge{};
-  sge.addr = creditSource_.address();
-  sge.length = sizeof(uint64_t);
-  sge.lkey = creditSource_.lkey();
-  ibv_send_wr wr{};
-  wr.wr_id = kCreditWrite;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.imm_data = htonl(static_cast<uint32_t>(released_));
-  wr.wr.rdma.remote_addr = remote_.addr;
-  wr.wr.rdma.rkey = remote_.rkey;
-  ibv_send_wr* bad = nullptr;
-  if (int rc = ibv_post_send(qp_.qp(), &wr, &bad)) {
-    recordFailure(ErrorCode::kRemoteError,
-                  fmt::format("ibv_post_send of a credit to peer rank {} failed: {} (the queue "
-                              "pair is in the error state)",
-                              peer_, std::strerror(rc)));
-    return;
+  auto* counter = reinterpret_cast<uint64_t*>(source_.data());
+  __atomic_store_n(counter, released_, __ATOMIC_RELEASE);
+  if (postWrite(counter, sizeof(uint64_t), 0, static_cast<uint32_t>(released_), kCreditWrite,
+                "a credit to")) {
+    ++outstanding_;
   }
-  ++outstanding_;
 }
 
 Slice RdmaRecvPipe::wait(const WaitContext& ctx) {
@@ -119,7 +90,7 @@ Slice RdmaRecvPipe::wait(const WaitContext& ctx) {
       },
       ctx, "a slice");
   const size_t index = released_ % slots_;
-  const std::byte* slot = slotMemory_.data() + index * stride_;
+  const std::byte* slot = exposed_.data() + index * stride_;
   RdmaSlotHeader h;
   std::memcpy(&h, slot, sizeof(h));
   if (h.bytes > slotBytes_ || h.seq != static_cast<uint32_t>(released_)) {
@@ -139,7 +110,5 @@ void RdmaRecvPipe::release() {
   ++released_;
   postCreditLocked();
 }
-
-void RdmaRecvPipe::publish(const PeerStatus& status) { publishStatus(status, false); }
 
 }  // namespace gyre

@@ -1,5 +1,6 @@
 #include "transport/rdma/verbs_device.h"
 
+#include <fcntl.h>
 #include <sys/resource.h>
 
 #include <cerrno>
@@ -91,6 +92,8 @@ std::shared_ptr<RdmaDevice> RdmaDevice::open(const Options& options, std::string
         seen.push_back(fmt::format("{}:{} (cannot read GID {})", name, port, gidIndex));
         continue;
       }
+      // Events are read while the pipes sleep, never waited for here.
+      ::fcntl(ctx->async_fd, F_SETFL, ::fcntl(ctx->async_fd, F_GETFL) | O_NONBLOCK);
       ibv_pd* pd = ibv_alloc_pd(ctx);
       if (!pd) {
         seen.push_back(fmt::format("{} (ibv_alloc_pd: {})", name, std::strerror(errno)));
@@ -124,6 +127,58 @@ std::shared_ptr<RdmaDevice> RdmaDevice::open(const Options& options, std::string
 RdmaDevice::~RdmaDevice() {
   if (pd_) ibv_dealloc_pd(pd_);
   if (ctx_) ibv_close_device(ctx_);
+}
+
+void RdmaDevice::readAsyncEvents() {
+  std::lock_guard<std::mutex> lock(eventMu_);
+  ibv_async_event e;
+  while (ibv_get_async_event(ctx_, &e) == 0) {  // fails with EAGAIN once none is pending
+    const char* name = ibv_event_type_str(e.event_type);
+    switch (e.event_type) {
+      case IBV_EVENT_DEVICE_FATAL:
+        if (deviceFailure_.empty()) {
+          deviceFailure_ = fmt::format(
+              "this rank's rdma device {} reported {} (the device was removed, or its driver "
+              "or firmware failed)",
+              description_, name);
+        }
+        break;
+      case IBV_EVENT_PORT_ERR:
+        if (static_cast<int>(e.element.port_num) == port_ && deviceFailure_.empty()) {
+          deviceFailure_ = fmt::format(
+              "this rank's rdma port went down: {} reported {} (the link is down; on RoCE, "
+              "the network device under it)",
+              description_, name);
+        }
+        break;
+      case IBV_EVENT_QP_FATAL:
+      case IBV_EVENT_QP_REQ_ERR:
+      case IBV_EVENT_QP_ACCESS_ERR:
+        objectFailure_.emplace(e.element.qp, fmt::format("the queue pair went to the error "
+                                                         "state ({} on {})",
+                                                         name, description_));
+        break;
+      case IBV_EVENT_CQ_ERR:
+        objectFailure_.emplace(e.element.cq, fmt::format("the completion queue failed ({} on {})",
+                                                         name, description_));
+        break;
+      default:  // informational: port active, GID change, communication established, ...
+        break;
+    }
+    ibv_ack_async_event(&e);
+  }
+  anyFailure_.store(!deviceFailure_.empty() || !objectFailure_.empty(), std::memory_order_release);
+}
+
+std::string RdmaDevice::failure(const ibv_qp* qp, const ibv_cq* cq) const {
+  if (!anyFailure_.load(std::memory_order_acquire)) return {};
+  std::lock_guard<std::mutex> lock(eventMu_);
+  if (!deviceFailure_.empty()) return deviceFailure_;
+  for (const void* object : {static_cast<const void*>(qp), static_cast<const void*>(cq)}) {
+    auto it = objectFailure_.find(object);
+    if (it != objectFailure_.end()) return it->second;
+  }
+  return {};
 }
 
 std::string registrationFailure(int err, size_t bytes, const std::string& what) {

@@ -6,8 +6,18 @@
 // first RoCE v2 entry holding an IPv4-mapped address (what routes over IP), or else
 // the first RoCE v2 entry; InfiniBand ports address by LID and use GID 0.
 //
+// Asynchronous events (the context's async fd, read with ibv_get_async_event): the pipes
+// poll the fd while they sleep and call readAsyncEvents(), which takes what is pending
+// without blocking and keeps the fatal ones: the device failed (IBV_EVENT_DEVICE_FATAL),
+// this port went down (IBV_EVENT_PORT_ERR), one QP or CQ broke (QP_FATAL, QP_REQ_ERR,
+// QP_ACCESS_ERR, CQ_ERR). failure(qp, cq) says why that pipe is unusable (sticky: a port
+// that comes back does not revive pipes that already failed). (soft-RoCE in Linux 6.1
+// sends PORT_ERR when its netdev goes down, but nothing when the device is deleted: rxe
+// cannot disassociate user contexts, so `rdma link delete` waits until they close.)
+//
 // Ownership: RdmaDevice is held by shared_ptr by every pipe and MemoryRegion that uses
-// it, so it is closed after the last of them. Thread-safe after open (verbs objects are).
+// it, so it is closed after the last of them. Thread-safe after open (verbs objects are;
+// the event state has its own lock, and failure() costs one atomic load until an event).
 // Errors: open() returns nullptr with the reason when no port is usable (no device, none
 // allowed by the filter, none active, no GID); registration failures throw naming the
 // memlock limit to raise.
@@ -15,9 +25,12 @@
 
 #include <infiniband/verbs.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "base/options.h"
@@ -43,8 +56,18 @@ class RdmaDevice {
   // "rxe0 port 1 GID 1 (RoCE v2)": for logs.
   const std::string& description() const { return description_; }
 
+  int asyncFd() const { return ctx_->async_fd; }  // non-blocking
+  void readAsyncEvents();
+  // Why the pipe on `qp` / `cq` cannot go on (a fatal event on the device, the port or
+  // these objects), or empty.
+  std::string failure(const ibv_qp* qp, const ibv_cq* cq) const;
+
  private:
   RdmaDevice() = default;
+  mutable std::mutex eventMu_;
+  std::atomic<bool> anyFailure_{false};
+  std::string deviceFailure_;                        // under eventMu_
+  std::map<const void*, std::string> objectFailure_;  // QP or CQ -> why; under eventMu_
   ibv_context* ctx_ = nullptr;
   ibv_pd* pd_ = nullptr;
   int port_ = 1;
