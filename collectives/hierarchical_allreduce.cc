@@ -1,9 +1,11 @@
 #include "collectives/hierarchical_allreduce.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "base/error.h"
+#include "collectives/schedule_math.h"
 
 namespace gyre {
 namespace {
@@ -114,6 +116,70 @@ void allGather(GroupRing& ring, std::byte* out) {
   p.flush();
 }
 
+// The leaders-only form's phase 1: the host's sum of `in` at member 0's `out`, along the
+// chain 1 -> 2 -> ... -> L-1 -> 0 (the ring's direction; pipe 0 -> 1 is phase 3's).
+void chainReduceToFirst(GroupRing& ring, const std::byte* in, std::byte* out, size_t count) {
+  Primitives& p = ring.prims();
+  const int me = ring.me();
+  forEachSlice(count, ring.slice(), [&](size_t offset, size_t len) {
+    const size_t at = ring.bytes(offset);
+    if (me == 1) {
+      p.send(in + at, len);
+    } else if (me == 0) {
+      p.recvReduce(in + at, out + at, len, /*receivedIsLower=*/false, /*finalStep=*/false);
+    } else {
+      p.recvReduceSend(in + at, len);
+    }
+  });
+  p.flush();
+}
+
+// Its phase 3: member 0's `buf` to every member, along 0 -> 1 -> ... -> L-1.
+void chainBroadcastFromFirst(GroupRing& ring, std::byte* buf, size_t count) {
+  Primitives& p = ring.prims();
+  const int g = ring.size();
+  const int me = ring.me();
+  forEachSlice(count, ring.slice(), [&](size_t offset, size_t len) {
+    std::byte* at = buf + ring.bytes(offset);
+    if (me == 0) {
+      p.send(at, len);
+    } else if (me == g - 1) {
+      p.recv(at, len);
+    } else {
+      p.recvCopySend(at, len);
+    }
+  });
+  p.flush();
+}
+
+// Unequal hosts (3 + 1, 3 + 2 + 1): each host's sum at its leader (a chain over shm),
+// a ring of the leaders across hosts on the whole buffer (each host link carries
+// 2(H-1)/H of it, as the shard-parallel form), the result down each host's chain.
+void leadersAllReduce(const PrimitiveContext& base, const PeerPipes& pipes,
+                      const HostTopology& topology, int rank, const CollectiveCall& call,
+                      const std::byte* in, std::byte* out) {
+  const uint32_t total = static_cast<uint32_t>(topology.size());
+  const int host = topology.hostOf[rank];
+  const int local = topology.localIndexOf[rank];
+  const std::vector<int>& localRanks = topology.hosts[host];
+  const size_t bytes = call.count * dtypeSize(call.dtype);
+  const bool alone = localRanks.size() == 1;
+  if (alone) {
+    if (in != out && bytes > 0) std::memcpy(out, in, bytes);
+  } else {
+    GroupRing inside(base, pipes, localRanks, local, call, total, call.count);
+    chainReduceToFirst(inside, in, out, call.count);
+  }
+  if (local == 0) {
+    GroupRing across(base, pipes, topology.leaders(), host, call, total, call.count);
+    allReduceInPlace(across, out);
+  }
+  if (!alone) {
+    GroupRing inside(base, pipes, localRanks, local, call, total, call.count);
+    chainBroadcastFromFirst(inside, out, call.count);
+  }
+}
+
 }  // namespace
 
 void hierarchicalAllReduce(const PrimitiveContext& base, const PeerPipes& pipes,
@@ -123,13 +189,14 @@ void hierarchicalAllReduce(const PrimitiveContext& base, const PeerPipes& pipes,
     fail(ErrorCode::kInternal, "rank {}: hierarchical all-reduce on a topology that has none ({})",
          rank, topology.describe());
   }
+  auto* in = static_cast<const std::byte*>(sendbuf);
+  auto* out = static_cast<std::byte*>(recvbuf);
+  if (!topology.even()) return leadersAllReduce(base, pipes, topology, rank, call, in, out);
   const uint32_t total = static_cast<uint32_t>(topology.size());
   const int host = topology.hostOf[rank];
   const int local = topology.localIndexOf[rank];
   const std::vector<int>& localRanks = topology.hosts[host];
   const std::vector<int> cross = topology.crossHostGroup(local);
-  auto* in = static_cast<const std::byte*>(sendbuf);
-  auto* out = static_cast<std::byte*>(recvbuf);
 
   GroupRing inside(base, pipes, localRanks, local, call, total, call.count);
   reduceScatter(inside, in, out);
