@@ -61,15 +61,22 @@ LinkProbeResult probeLink(const PrimitiveContext& base, const PeerPipes& pipes, 
     }
   }
   prims.flush();
-  if (!init) {
-    // From the end of the first quarter's last slice to the end of the stream.
-    const size_t from = std::max<size_t>(1, slices / 4);
-    if (slices > from) {
-      const double us =
-          std::chrono::duration<double, std::micro>(arrived.back() - arrived[from - 1]).count();
-      const double bytes = static_cast<double>(kBulkBytes - from * slice);
-      result.bytesPerUs = us > 0 ? bytes / us : 0;
+  if (!init && slices >= 4) {
+    // The slope of bytes over arrival time across the second half (least squares): the
+    // steady rate, whatever burst or slow start the first half saw.
+    const size_t from = slices / 2;
+    double sumT = 0, sumB = 0, sumTT = 0, sumTB = 0;
+    const double m = static_cast<double>(slices - from);
+    for (size_t k = from; k < slices; ++k) {
+      const double t = std::chrono::duration<double, std::micro>(arrived[k] - arrived[from]).count();
+      const double b = static_cast<double>(std::min(kBulkBytes, (k + 1) * slice));
+      sumT += t;
+      sumB += b;
+      sumTT += t * t;
+      sumTB += t * b;
     }
+    const double den = m * sumTT - sumT * sumT;
+    result.bytesPerUs = den > 0 ? (m * sumTB - sumT * sumB) / den : 0;
   }
   return result;
 }

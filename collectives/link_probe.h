@@ -6,9 +6,10 @@
 //   latency    the initiator sends 8 bytes and waits for 8 back, kPings times; alpha =
 //              the median round trip / 2 (the first round, which wakes both, dropped)
 //   bandwidth  the initiator streams kBulkBytes in slot-sized slices; the responder
-//              stamps each slice's arrival and takes bytes / time over the last three
-//              quarters only, so that the link's burst (tbf's bucket, a NIC's queue)
-//              and the connection's start are not counted as bandwidth
+//              stamps each slice's arrival and fits bytes over time (least squares)
+//              across the second half only, so that the link's burst (tbf's bucket, a
+//              NIC's queue) and the connection's slow start are not counted as
+//              bandwidth (0 with fewer than 4 slices: slots over 512 KiB)
 //
 // Over the communicator's real pipes with the primitives; a probe-only tag (seq
 // kProbeSeq, never a collective's) so nothing of it can be taken for a collective's
