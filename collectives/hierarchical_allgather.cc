@@ -12,8 +12,7 @@ void hierarchicalAllGather(const PrimitiveContext& base, const PeerPipes& pipes,
                            const HostTopology& topology, int rank, const CollectiveCall& call,
                            const void* sendbuf, void* recvbuf) {
   if (!topology.evenHierarchical()) {
-    fail(ErrorCode::kInternal, "rank {}: hierarchical all-gather on {}", rank,
-         topology.describe());
+    fail(ErrorCode::kInternal, "rank {}: hierarchical all-gather on {}", rank, topology.describe());
   }
   const int hosts = topology.hostCount();
   const int perHost = topology.ranksPerHost();

@@ -241,7 +241,9 @@ void pipelinedAllReduce(const PrimitiveContext& base, const PeerPipes& pipes,
   }
   auto at = [&](size_t c) { return c * piece * elem; };
   auto rs = [&](size_t c, size_t k) {
-    if (k < passes(inside[c])) reduceScatterPass(inside[c], in + at(c), out + at(c), k * inside[c].slice());
+    if (k < passes(inside[c])) {
+      reduceScatterPass(inside[c], in + at(c), out + at(c), k * inside[c].slice());
+    }
   };
   auto ag = [&](size_t c, size_t k) {
     if (k < passes(inside[c])) allGatherPass(inside[c], out + at(c), k * inside[c].slice());
@@ -253,11 +255,11 @@ void pipelinedAllReduce(const PrimitiveContext& base, const PeerPipes& pipes,
     if (c > 0) steps = std::max(steps, passes(inside[c - 1]));
     if (c + 1 < pieces) steps = std::max(steps, passes(inside[c + 1]));
     for (size_t k = 0; k < steps; ++k) {
-      const bool cross = k < passes(across[c]);
-      if (cross) allReduceFirstSend(across[c], out + shardAt[c], k * across[c].slice());
+      const bool crossPass = k < passes(across[c]);
+      if (crossPass) allReduceFirstSend(across[c], out + shardAt[c], k * across[c].slice());
       if (c > 0) ag(c - 1, k);
       if (c + 1 < pieces) rs(c + 1, k);
-      if (cross) allReduceRest(across[c], out + shardAt[c], k * across[c].slice());
+      if (crossPass) allReduceRest(across[c], out + shardAt[c], k * across[c].slice());
     }
   }
   inside[0].prims().flush();
@@ -283,9 +285,12 @@ void hierarchicalAllReduce(const PrimitiveContext& base, const PeerPipes& pipes,
   const int local = topology.localIndexOf[rank];
   const std::vector<int>& localRanks = topology.hosts[host];
   const std::vector<int> cross = topology.crossHostGroup(local);
-  const size_t piece = pieceElems(call.count, localRanks.size(),
-                                  GroupRing(base, pipes, localRanks, local, call, total, 0).slice());
-  if (piece < call.count) return pipelinedAllReduce(base, pipes, topology, rank, call, in, out, piece);
+  const size_t piece =
+      pieceElems(call.count, localRanks.size(),
+                 GroupRing(base, pipes, localRanks, local, call, total, 0).slice());
+  if (piece < call.count) {
+    return pipelinedAllReduce(base, pipes, topology, rank, call, in, out, piece);
+  }
 
   GroupRing inside(base, pipes, localRanks, local, call, total, call.count);
   reduceScatter(inside, in, out);

@@ -11,8 +11,7 @@ namespace gyre {
 LinkProbeResult probeLink(const PrimitiveContext& base, const PeerPipes& pipes, int rank,
                           int initiator, int responder) {
   if (rank != initiator && rank != responder) {
-    fail(ErrorCode::kInternal, "rank {}: link probe between {} and {}", rank, initiator,
-         responder);
+    fail(ErrorCode::kInternal, "rank {}: link probe between {} and {}", rank, initiator, responder);
   }
   const bool init = rank == initiator;
   const int peer = init ? responder : initiator;
@@ -35,7 +34,8 @@ LinkProbeResult probeLink(const PrimitiveContext& base, const PeerPipes& pipes, 
       const auto start = Clock::now();
       prims.send(&word, sizeof word);
       prims.recv(&word, sizeof word);
-      if (i > 0) rtts.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+      if (i > 0)
+        rtts.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
     } else {
       prims.recv(&word, sizeof word);
       prims.send(&word, sizeof word);
@@ -68,7 +68,8 @@ LinkProbeResult probeLink(const PrimitiveContext& base, const PeerPipes& pipes, 
     double sumT = 0, sumB = 0, sumTT = 0, sumTB = 0;
     const double m = static_cast<double>(slices - from);
     for (size_t k = from; k < slices; ++k) {
-      const double t = std::chrono::duration<double, std::micro>(arrived[k] - arrived[from]).count();
+      const double t =
+          std::chrono::duration<double, std::micro>(arrived[k] - arrived[from]).count();
       const double b = static_cast<double>(std::min(kBulkBytes, (k + 1) * slice));
       sumT += t;
       sumB += b;

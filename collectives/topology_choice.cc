@@ -24,6 +24,8 @@ int floorLog2(int n) {
 // bytes on the busiest link decide.
 constexpr double kInterAlphaUs = 60.0;
 constexpr double kInterBytesPerUs = 240.0;
+// The slot size the pipelined hierarchical form's threshold assumes (Options' default).
+constexpr double kPipelineSlotBytes = 128 * 1024;
 
 // Per-host bytes out and in; the larger of the two over all hosts.
 struct HostLoad {
@@ -144,8 +146,17 @@ double predictTopologyMicros(AllReduceAlgo algo, size_t bytes, const HostTopolog
       }
       const double l = t.ranksPerHost();
       const double steps = 2 * (l - 1) + 2 * (h - 1);
-      return cost.inter.alphaUs * steps + 2 * (l - 1) / l * s / cost.intra.bytesPerUs +
-             std::max(link, 2 * (h - 1) / h * s / l / cost.intra.bytesPerUs);
+      const double intraUs = 2 * (l - 1) / l * s / cost.intra.bytesPerUs;
+      const double interUs = std::max(link, 2 * (h - 1) / h * s / l / cost.intra.bytesPerUs);
+      // Pipelined over pieces (hierarchical_allreduce.cc) above 2 default slots per
+      // local rank: the host's phases run while the link carries the previous piece,
+      // so the slower of the two counts, plus the first reduce-scatter and the last
+      // all-gather (about 1/8 of the other). Below: one phase after the other.
+      if (s > 2 * l * kPipelineSlotBytes) {
+        return cost.inter.alphaUs * steps + std::max(intraUs, interUs) +
+               std::min(intraUs, interUs) / 8;
+      }
+      return cost.inter.alphaUs * steps + intraUs + interUs;
     }
     case AllReduceAlgo::kAuto: break;  // a setting, never a chosen algorithm
   }

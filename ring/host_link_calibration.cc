@@ -42,9 +42,9 @@ double parsed(const std::string& s) { return s == "none" ? 0 : std::strtod(s.c_s
 
 }  // namespace
 
-TwoLevelCost calibrateHostLinks(Store& store, const PrimitiveContext& base,
-                                const PeerPipes& pipes, const HostTopology& topology, int rank,
-                                const Options& options, bool allShm, bool intraShm) {
+TwoLevelCost calibrateHostLinks(Store& store, const PrimitiveContext& base, const PeerPipes& pipes,
+                                const HostTopology& topology, int rank, const Options& options,
+                                bool allShm, bool intraShm) {
   const TwoLevelCost fixed = twoLevelCost(intraShm);
   if (topology.hostCount() < 2) return fixed;
   if (options.algo != AllReduceAlgo::kAuto || !options.linkProbe) {
@@ -64,8 +64,10 @@ TwoLevelCost calibrateHostLinks(Store& store, const PrimitiveContext& base,
       const LinkProbeResult r = probeLink(base, pipes, rank, initiator, responder);
       value = fmt::format("{:.3f}", rank == initiator ? r.alphaUs : r.bytesPerUs);
     } catch (const Error& e) {
-      log(LogLevel::kWarn, rank, "host link probe with rank {} failed, using the fixed "
-          "constants: {}", rank == initiator ? responder : initiator, e.what());
+      log(LogLevel::kWarn, rank,
+          "host link probe with rank {} failed, using the fixed "
+          "constants: {}",
+          rank == initiator ? responder : initiator, e.what());
     }
     key = rank == initiator ? "probe/alpha" : "probe/rate";
     store.setString(key, value);
@@ -81,8 +83,8 @@ TwoLevelCost calibrateHostLinks(Store& store, const PrimitiveContext& base,
         "host links ({}) {} between ranks {} and {}: alpha {:.1f} us, {:.0f} MB/s{}; auto's "
         "all-reduce: {}",
         topology.describe(), cost.measured ? "measured" : "NOT measured", initiator, responder,
-        cost.inter.alphaUs, cost.inter.bytesPerUs,
-        cost.measured ? "" : " (fixed constants)", bands(options, topology, allShm, cost));
+        cost.inter.alphaUs, cost.inter.bytesPerUs, cost.measured ? "" : " (fixed constants)",
+        bands(options, topology, allShm, cost));
   }
   return cost;
 }

@@ -18,8 +18,8 @@
 
 namespace gyre {
 
-TwoLevelCost calibrateHostLinks(Store& store, const PrimitiveContext& base,
-                                const PeerPipes& pipes, const HostTopology& topology, int rank,
-                                const Options& options, bool allShm, bool intraShm);
+TwoLevelCost calibrateHostLinks(Store& store, const PrimitiveContext& base, const PeerPipes& pipes,
+                                const HostTopology& topology, int rank, const Options& options,
+                                bool allShm, bool intraShm);
 
 }  // namespace gyre
