@@ -51,6 +51,7 @@ LinkProbeResult probeLink(const PrimitiveContext& base, const PeerPipes& pipes, 
   const size_t slices = (kBulkBytes + slice - 1) / slice;
   std::vector<Clock::time_point> arrived;
   arrived.reserve(slices);
+  const auto streamStart = Clock::now();
   for (size_t k = 0; k < slices; ++k) {
     const size_t len = std::min(slice, kBulkBytes - k * slice);
     if (init) {
@@ -59,6 +60,15 @@ LinkProbeResult probeLink(const PrimitiveContext& base, const PeerPipes& pipes, 
       prims.recv(buf.data() + k * slice, len);
       arrived.push_back(Clock::now());
     }
+  }
+  // The responder's 8-byte answer once it has every slice: the initiator's whole-stream
+  // time, which a responder that waited for a core can only make longer.
+  if (init) {
+    prims.recv(&word, sizeof word);
+    const double us = std::chrono::duration<double, std::micro>(Clock::now() - streamStart).count();
+    result.streamBytesPerUs = static_cast<double>(kBulkBytes) / std::max(1.0, us - result.alphaUs);
+  } else {
+    prims.send(&word, sizeof word);
   }
   prims.flush();
   if (!init && slices >= 4) {

@@ -9,7 +9,12 @@
 //              stamps each slice's arrival and fits bytes over time (least squares)
 //              across the second half only, so that the link's burst (tbf's bucket, a
 //              NIC's queue) and the connection's slow start are not counted as
-//              bandwidth (0 with fewer than 4 slices: slots over 512 KiB)
+//              bandwidth (0 with fewer than 4 slices: slots over 512 KiB); then it
+//              answers 8 bytes, and the initiator takes kBulkBytes / (first send to
+//              answer - alpha). A responder that waits for a core while the stream sits
+//              in its socket buffer sees the slices arrive in a rush (the slope too
+//              high); the whole-stream time only errs long (the burst aside). The model
+//              takes the smaller of the two.
 //
 // Over the communicator's real pipes with the primitives; a probe-only tag (seq
 // kProbeSeq, never a collective's) so nothing of it can be taken for a collective's
@@ -28,8 +33,9 @@
 namespace gyre {
 
 struct LinkProbeResult {
-  double alphaUs = 0;     // initiator: half the median round trip
-  double bytesPerUs = 0;  // responder: the stream's rate
+  double alphaUs = 0;           // initiator: half the median round trip
+  double streamBytesPerUs = 0;  // initiator: kBulkBytes / (first send to the answer - alpha)
+  double bytesPerUs = 0;        // responder: the slope over the stream's second half
 };
 
 inline constexpr uint32_t kProbeSeq = 0xfffffff0u;

@@ -1,8 +1,11 @@
 #include "ring/host_link_calibration.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -62,7 +65,8 @@ TwoLevelCost calibrateHostLinks(Store& store, const PrimitiveContext& base, cons
     const auto start = std::chrono::steady_clock::now();
     try {
       const LinkProbeResult r = probeLink(base, pipes, rank, initiator, responder);
-      value = fmt::format("{:.3f}", rank == initiator ? r.alphaUs : r.bytesPerUs);
+      value = rank == initiator ? fmt::format("{:.3f} {:.3f}", r.alphaUs, r.streamBytesPerUs)
+                                : fmt::format("{:.3f}", r.bytesPerUs);
     } catch (const Error& e) {
       log(LogLevel::kWarn, rank,
           "host link probe with rank {} failed, using the fixed "
@@ -75,8 +79,32 @@ TwoLevelCost calibrateHostLinks(Store& store, const PrimitiveContext& base, cons
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
             .count());
   }
-  const double alpha = parsed(store.getString("probe/alpha"));
-  const double rate = parsed(store.getString("probe/rate"));
+  // Bounded well below GYRE_TIMEOUT: a leader that died mid-probe must not hold the
+  // others for half an hour. A rank that gives up uses the fixed constants; should that
+  // make it choose differently, the algorithm in every tag turns it into a kMismatch.
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      std::min<std::chrono::milliseconds>(options.timeout, std::chrono::seconds(30));
+  while (!store.check({"probe/alpha", "probe/rate"})) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      log(LogLevel::kWarn, rank,
+          "host link probe of ranks {} and {} not published in time; "
+          "using the fixed constants",
+          initiator, responder);
+      return fixed;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  // "alpha streamRate" from the initiator, the slope from the responder; the smaller
+  // rate (link_probe.h says why).
+  const std::string init = store.getString("probe/alpha");
+  double alpha = 0;
+  double streamRate = 0;
+  if (init == "none" || std::sscanf(init.c_str(), "%lf %lf", &alpha, &streamRate) != 2) {
+    alpha = streamRate = 0;
+  }
+  const double slope = parsed(store.getString("probe/rate"));
+  const double rate = slope > 0 && streamRate > 0 ? std::min(slope, streamRate) : 0;
   const TwoLevelCost cost = twoLevelCost(intraShm, alpha, rate);
   if (rank == 0) {
     log(LogLevel::kInfo, rank,

@@ -231,7 +231,11 @@ TEST(NetnsHierarchical, CreationProbeMeasuresTheLink) {
   ASSERT_EQ(std::sscanf(log.c_str() + at, "measured between ranks 0 and 2: alpha %lf us, %lf MB/s",
                         &alpha, &rate), 2) << log.substr(at, 200);
   std::printf("[netns] probe at creation: alpha %.1f us, %.0f MB/s (tbf 1gbit)\n", alpha, rate);
-  EXPECT_GT(rate, 80.0);
+  // Above: the wire rate plus tbf's burst at most (the smaller of the slope and the
+  // whole-stream rate; loopback would be thousands, the fixed constant 240). Below: a
+  // probe on 2 shared cores can only err low (ranks waiting for a core stretch the
+  // stream), and did, to 96 MB/s at load 29.
+  EXPECT_GT(rate, 40.0);
   EXPECT_LT(rate, 140.0);
   EXPECT_GT(alpha, 0.0);
   EXPECT_LT(alpha, 20000.0);
