@@ -12,7 +12,12 @@
 //                 partners) / inter.bytesPerUs,
 //                the busiest rank's bytes / intra.bytesPerUs (the CPU-bound ceiling))
 //            the hierarchical schedule adds its two intra-host phases to its inter one
-//            (they run one after the other).
+//            (one after the other), or when pipelined (above 2 slots per local rank)
+//            takes the larger of the two plus 1/8 of the smaller; the leaders-only form
+//            (unequal hosts) adds two shm chains of S each.
+//
+// The inter-host constants: measured at creation by a probe between two host leaders
+// (ring/host_link_calibration.h), else the fixed ones of topology_choice.cc.
 //
 // So on link-bound networks the tree (which sends about 2S per inner rank, against the
 // ring's 2(n-1)/n S) loses to the ring, and the hierarchical schedule (2(H-1)/H S per
