@@ -130,6 +130,9 @@ Options Options::fromEnvironment() {
   if (const char* v = env("GYRE_SOCKET_IFNAME")) o.socketIfname = v;
   if (const char* v = env("GYRE_TOKEN")) o.token = v;
   if (const char* v = env("GYRE_HOST_ID")) o.hostId = v;
+  if (const char* v = env("GYRE_LINK_PROBE")) {
+    o.linkProbe = parseInteger(v, "GYRE_LINK_PROBE", 0, 1) == 1;
+  }
   o.reduceIsa = reduceIsaFromEnvironment();
   if (const char* v = env("GYRE_JOIN_TIMEOUT")) {
     o.joinTimeout = parseSeconds(v, "GYRE_JOIN_TIMEOUT", 0.1, 365.0 * 24 * 3600);

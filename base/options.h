@@ -58,6 +58,9 @@ struct GYRE_API Options {
   std::string socketIfname;                            // GYRE_SOCKET_IFNAME (NCCL syntax)
   std::string token;                                   // GYRE_TOKEN (else rank 0 makes one)
   std::string hostId;                                  // GYRE_HOST_ID (overrides host identity)
+  // GYRE_LINK_PROBE=0|1: on >= 2 hosts with GYRE_ALGO=auto, measure the inter-host link
+  // at creation (ring/host_link_calibration.h) instead of using fixed constants.
+  bool linkProbe = true;
   // GYRE_REDUCE_ISA=auto|portable|avx2|avx512: forces the host reduction's ISA (tests and
   // debugging). The spelling is checked here; whether this CPU runs it, by
   // host_kernels/reduce.cc, which the communicator asks at creation.

@@ -3,7 +3,9 @@
 #include "base/error.h"
 #include "collectives/all_gather.h"
 #include "collectives/all_to_all.h"
+#include "collectives/hierarchical_allgather.h"
 #include "collectives/hierarchical_allreduce.h"
+#include "collectives/hierarchical_broadcast.h"
 #include "collectives/recursive_doubling.h"
 #include "collectives/reduce_scatter.h"
 #include "collectives/ring_allreduce.h"
@@ -36,6 +38,10 @@ constexpr AllReduceRow kAllReduceAlgos[] = {
      }},
 };
 
+bool twoLevel(const ScheduleArgs& a) {
+  return a.call.algo == static_cast<uint8_t>(AllReduceAlgo::kHierarchical);
+}
+
 void allReduceByAlgo(const ScheduleArgs& a) {
   for (const AllReduceRow& row : kAllReduceAlgos) {
     if (static_cast<uint8_t>(row.algo) == a.call.algo) return row.run(a);
@@ -49,14 +55,28 @@ constexpr CollectiveRow kCollectives[] = {
     {CollectiveKind::kAllReduce, "allreduce", BufferShape::kWhole, true, allReduceByAlgo},
     // A one-byte max all-reduce: nobody leaves before everyone's byte went round.
     {CollectiveKind::kBarrier, "barrier", BufferShape::kNone, false, allReduceByAlgo},
+    // Broadcast, reduce, all-gather: call.algo kHierarchical runs the two-level form.
     {CollectiveKind::kBroadcast, "broadcast", BufferShape::kOneBuffer, false,
-     [](const ScheduleArgs& a) { ringBroadcast(a.ring, a.rank, a.size, a.call, a.recvbuf); }},
+     [](const ScheduleArgs& a) {
+       if (twoLevel(a)) {
+         return hierarchicalBroadcast(a.ring, a.pipes, a.topology, a.rank, a.call, a.recvbuf);
+       }
+       ringBroadcast(a.ring, a.rank, a.size, a.call, a.recvbuf);
+     }},
     {CollectiveKind::kReduce, "reduce", BufferShape::kToRoot, true,
      [](const ScheduleArgs& a) {
+       if (twoLevel(a)) {
+         return hierarchicalReduce(a.ring, a.pipes, a.topology, a.rank, a.call, a.sendbuf,
+                                   a.recvbuf);
+       }
        ringReduce(a.ring, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
      }},
     {CollectiveKind::kAllGather, "allgather", BufferShape::kGather, false,
      [](const ScheduleArgs& a) {
+       if (twoLevel(a)) {
+         return hierarchicalAllGather(a.ring, a.pipes, a.topology, a.rank, a.call, a.sendbuf,
+                                      a.recvbuf);
+       }
        ringAllGather(a.ring, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
      }},
     {CollectiveKind::kReduceScatter, "reducescatter", BufferShape::kScatter, true,

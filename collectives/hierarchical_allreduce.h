@@ -19,6 +19,19 @@
 // buffer that the next phase writes. No heap allocation per call beyond the two
 // small rank lists.
 //
+// Above 2 slots per local rank the three phases are pipelined over up to 8 pieces of the
+// buffer (the cross-host passes of piece c interleaved with the host's all-gather of
+// c - 1 and reduce-scatter of c + 1), so the shm phases run while the link carries the
+// previous piece; each piece's operand order is the unpipelined schedule's.
+//
+// Unequal hosts (3 + 1, 3 + 2 + 1) run the leaders-only form instead: each host's sum
+// reaches its leader (local index 0) along a chain over shm (1 -> 2 -> ... -> L-1 -> 0),
+// the leaders ring-all-reduce the whole buffer across hosts (each host link carries
+// 2(H-1)/H of it, as in the shard-parallel form; only one rank per host uses it), and
+// the result goes down the chain 0 -> 1 -> ... -> L-1. A host of one rank skips its
+// chains. The same bits everywhere: the leaders' ring computes each final element
+// once; the chains only copy it.
+//
 // Requires topology.hierarchical() (the caller falls back to the flat ring otherwise).
 #pragma once
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 
 namespace gyre {
@@ -27,11 +28,33 @@ bool HostTopology::even() const {
   return true;
 }
 
+int HostTopology::maxRanksPerHost() const {
+  size_t m = 0;
+  for (const auto& h : hosts) m = std::max(m, h.size());
+  return static_cast<int>(m);
+}
+
 std::string HostTopology::whyFlat() const {
   if (hostCount() < 2) return "all ranks share one host";
-  if (!even()) return fmt::format("the hosts have unequal rank counts ({})", describe());
-  if (ranksPerHost() < 2) return "every host has a single rank";
+  if (maxRanksPerHost() < 2) return "every host has a single rank";
   return "";
+}
+
+std::vector<int> HostTopology::leaders() const {
+  std::vector<int> l;
+  for (const auto& h : hosts) l.push_back(h.front());
+  return l;
+}
+
+std::vector<int> HostTopology::hostOrderFrom(int first) const {
+  std::vector<int> order;
+  const int h0 = hostOf.at(static_cast<size_t>(first));
+  for (int k = 0; k < hostCount(); ++k) {
+    const std::vector<int>& h = hosts[static_cast<size_t>((h0 + k) % hostCount())];
+    const size_t start = k == 0 ? static_cast<size_t>(localIndexOf[first]) : 0;
+    for (size_t i = 0; i < h.size(); ++i) order.push_back(h[(start + i) % h.size()]);
+  }
+  return order;
 }
 
 std::vector<int> HostTopology::crossHostGroup(int localIndex) const {

@@ -28,11 +28,23 @@ struct HostTopology {
   bool even() const;
   // Ranks per host when even(), else 0.
   int ranksPerHost() const { return even() ? static_cast<int>(hosts[0].size()) : 0; }
-  // Whether the two-level schedule applies: >= 2 hosts, >= 2 ranks on each, all equal.
-  // (One rank per host is the flat ring; one host is the flat ring over shm.)
-  bool hierarchical() const { return hostCount() >= 2 && ranksPerHost() >= 2; }
+  // The most ranks on one host.
+  int maxRanksPerHost() const;
+  // Whether a two-level schedule applies: >= 2 hosts and some host with >= 2 ranks.
+  // (One rank per host is the flat ring; one host is the flat ring over shm.) Equal
+  // hosts run the shard-parallel form, unequal ones the leaders-only form
+  // (collectives/hierarchical_allreduce.h).
+  bool hierarchical() const { return hostCount() >= 2 && maxRanksPerHost() >= 2; }
+  // Whether the shard-parallel forms apply: hierarchical() and every host alike.
+  bool evenHierarchical() const { return hierarchical() && even(); }
   // Why hierarchical() is false, for the log line of a forced GYRE_ALGO=hier.
   std::string whyFlat() const;
+  // The lowest rank of each host (its local index 0), in host order.
+  std::vector<int> leaders() const;
+  // Every rank, host after host (each host's ranks ascending), starting at `first`'s
+  // host with `first` and continuing round its host: the chain the two-level broadcast
+  // and reduce follow, crossing each host boundary once.
+  std::vector<int> hostOrderFrom(int first) const;
   // The ranks with local index `localIndex`, one per host, in host order (even() only).
   std::vector<int> crossHostGroup(int localIndex) const;
   // "2 hosts x 4 ranks" or "3 hosts (2+1+1 ranks)".

@@ -24,6 +24,8 @@ int floorLog2(int n) {
 // bytes on the busiest link decide.
 constexpr double kInterAlphaUs = 60.0;
 constexpr double kInterBytesPerUs = 240.0;
+// The slot size the pipelined hierarchical form's threshold assumes (Options' default).
+constexpr double kPipelineSlotBytes = 128 * 1024;
 
 // Per-host bytes out and in; the larger of the two over all hosts.
 struct HostLoad {
@@ -49,6 +51,16 @@ TwoLevelCost twoLevelCost(bool intraShm) {
   c.inter = linkCost(false);
   c.inter.alphaUs = kInterAlphaUs;
   c.inter.bytesPerUs = kInterBytesPerUs;
+  return c;
+}
+
+TwoLevelCost twoLevelCost(bool intraShm, double interAlphaUs, double interBytesPerUs) {
+  TwoLevelCost c = twoLevelCost(intraShm);
+  c.measured = interAlphaUs > 0 && interBytesPerUs > 0;
+  if (c.measured) {
+    c.inter.alphaUs = interAlphaUs;
+    c.inter.bytesPerUs = interBytesPerUs;
+  }
   return c;
 }
 
@@ -78,6 +90,13 @@ double busiestHostLinkBytes(AllReduceAlgo algo, size_t bytes, const HostTopology
     case AllReduceAlgo::kHierarchical: {
       if (!t.hierarchical()) return busiestHostLinkBytes(AllReduceAlgo::kRing, bytes, t);
       const int hosts = t.hostCount();
+      if (!t.even()) {  // the leaders-only form: one ring of the leaders on the whole buffer
+        const std::vector<int> leaders = t.leaders();
+        for (int h = 0; h < hosts; ++h) {
+          load.edge(t, leaders[h], leaders[(h + 1) % hosts], 2.0 * (hosts - 1) / hosts * s);
+        }
+        break;
+      }
       const double shard = s / t.ranksPerHost();
       for (int l = 0; l < t.ranksPerHost(); ++l) {
         const std::vector<int> group = t.crossHostGroup(l);
@@ -113,14 +132,31 @@ double predictTopologyMicros(AllReduceAlgo algo, size_t bytes, const HostTopolog
     }
     case AllReduceAlgo::kHierarchical: {
       if (!t.hierarchical()) return predictTopologyMicros(AllReduceAlgo::kRing, bytes, t, cost);
-      const double l = t.ranksPerHost();
       const double h = t.hostCount();
       // Every step at the inter-host alpha, as for the flat algorithms: measured on 2 x 4
       // ranks (2 cores), 8 B took 280-716 us for hier's 8 steps (35-90 us each), the shm
       // table's 2 us per step (4 ranks on one host) would make it look cheaper than rd.
+      if (!t.even()) {
+        // Leaders-only: two chains of maxL - 1 hops over shm (each rank moves S per
+        // chain), the leaders' ring across hosts on the whole buffer.
+        const double l = t.maxRanksPerHost();
+        const double steps = 2 * (l - 1) + 2 * (h - 1);
+        return cost.inter.alphaUs * steps + 2 * s / cost.intra.bytesPerUs +
+               std::max(link, 2 * (h - 1) / h * s / cost.intra.bytesPerUs);
+      }
+      const double l = t.ranksPerHost();
       const double steps = 2 * (l - 1) + 2 * (h - 1);
-      return cost.inter.alphaUs * steps + 2 * (l - 1) / l * s / cost.intra.bytesPerUs +
-             std::max(link, 2 * (h - 1) / h * s / l / cost.intra.bytesPerUs);
+      const double intraUs = 2 * (l - 1) / l * s / cost.intra.bytesPerUs;
+      const double interUs = std::max(link, 2 * (h - 1) / h * s / l / cost.intra.bytesPerUs);
+      // Pipelined over pieces (hierarchical_allreduce.cc) above 2 default slots per
+      // local rank: the host's phases run while the link carries the previous piece,
+      // so the slower of the two counts, plus the first reduce-scatter and the last
+      // all-gather (about 1/8 of the other). Below: one phase after the other.
+      if (s > 2 * l * kPipelineSlotBytes) {
+        return cost.inter.alphaUs * steps + std::max(intraUs, interUs) +
+               std::min(intraUs, interUs) / 8;
+      }
+      return cost.inter.alphaUs * steps + intraUs + interUs;
     }
     case AllReduceAlgo::kAuto: break;  // a setting, never a chosen algorithm
   }
@@ -129,13 +165,17 @@ double predictTopologyMicros(AllReduceAlgo algo, size_t bytes, const HostTopolog
 
 AllReduceAlgo chooseForTopology(const Options& options, size_t bytes, const HostTopology& t,
                                 bool allShm, bool intraShm) {
+  return chooseForTopology(options, bytes, t, allShm, twoLevelCost(intraShm));
+}
+
+AllReduceAlgo chooseForTopology(const Options& options, size_t bytes, const HostTopology& t,
+                                bool allShm, const TwoLevelCost& cost) {
   if (options.algo == AllReduceAlgo::kHierarchical) {
     return t.hierarchical() ? AllReduceAlgo::kHierarchical : AllReduceAlgo::kRing;
   }
   if (t.hostCount() < 2 || options.algo != AllReduceAlgo::kAuto) {
     return chooseAllReduce(options, bytes, t.size(), allShm);
   }
-  const TwoLevelCost cost = twoLevelCost(intraShm);
   AllReduceAlgo best = AllReduceAlgo::kRing;
   double bestUs = predictTopologyMicros(best, bytes, t, cost);
   for (AllReduceAlgo a : {AllReduceAlgo::kTree, AllReduceAlgo::kRecursiveDoubling,
@@ -152,6 +192,68 @@ AllReduceAlgo chooseForTopology(const Options& options, size_t bytes, const Host
     }
   }
   return best;
+}
+
+}  // namespace gyre
+
+namespace gyre {
+namespace {
+
+// Edges of the flat ring (r -> r+1) or of the host-ordered chain from `root` (without
+// the empty closing slice's edge back to the root), each carrying `bytes`.
+double chainLinkBytes(bool twoLevel, size_t bytes, int root, const HostTopology& t) {
+  const int n = t.size();
+  HostLoad load(t.hostCount());
+  const double s = static_cast<double>(bytes);
+  if (twoLevel) {
+    const std::vector<int> order = t.hostOrderFrom(root);
+    for (int i = 0; i + 1 < n; ++i) load.edge(t, order[i], order[i + 1], s);
+  } else {
+    for (int k = 0; k + 1 < n; ++k) load.edge(t, (root + k) % n, (root + k + 1) % n, s);
+  }
+  return load.busiest();
+}
+
+}  // namespace
+
+double predictCollectiveMicros(CollectiveKind kind, bool twoLevel, size_t bytes, int root,
+                               const HostTopology& t, const TwoLevelCost& cost) {
+  const double n = t.size();
+  const double s = static_cast<double>(bytes);
+  if (kind == CollectiveKind::kAllGather) {  // bytes: one rank's share
+    if (!twoLevel) {
+      HostLoad load(t.hostCount());
+      for (int r = 0; r < t.size(); ++r) load.edge(t, r, (r + 1) % t.size(), (n - 1) * s);
+      return cost.inter.alphaUs * (n - 1) +
+             std::max(load.busiest() / cost.inter.bytesPerUs, (n - 1) * s / cost.intra.bytesPerUs);
+    }
+    const double h = t.hostCount();
+    const double l = t.ranksPerHost();
+    const double link = l * (h - 1) * s;  // every host: L rings, H - 1 shares each
+    return cost.inter.alphaUs * ((h - 1) + (l - 1)) +
+           std::max(link / cost.inter.bytesPerUs, (h - 1) * s / cost.intra.bytesPerUs) +
+           (l - 1) * h * s / cost.intra.bytesPerUs;
+  }
+  // Broadcast and reduce: a pipelined chain of n - 1 hops carrying the buffer.
+  return cost.inter.alphaUs * (n - 1) +
+         std::max(chainLinkBytes(twoLevel, bytes, root, t) / cost.inter.bytesPerUs,
+                  s / cost.intra.bytesPerUs);
+}
+
+bool chooseTwoLevel(const Options& options, CollectiveKind kind, size_t bytes, int root,
+                    const HostTopology& t, const TwoLevelCost& cost) {
+  const bool applies = kind == CollectiveKind::kAllGather ? t.evenHierarchical()
+                                                          : t.hierarchical();
+  if (!applies || (kind != CollectiveKind::kAllGather && kind != CollectiveKind::kBroadcast &&
+                   kind != CollectiveKind::kReduce)) {
+    return false;
+  }
+  if (options.algo == AllReduceAlgo::kHierarchical) return true;
+  if (options.algo != AllReduceAlgo::kAuto) return false;
+  // Strictly cheaper by 2%: equal predictions (consecutive hosts' broadcast) keep the
+  // flat ring, whose schedule is the one every other path has run longest.
+  return predictCollectiveMicros(kind, true, bytes, root, t, cost) <
+         0.98 * predictCollectiveMicros(kind, false, bytes, root, t, cost);
 }
 
 }  // namespace gyre

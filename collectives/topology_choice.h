@@ -12,7 +12,12 @@
 //                 partners) / inter.bytesPerUs,
 //                the busiest rank's bytes / intra.bytesPerUs (the CPU-bound ceiling))
 //            the hierarchical schedule adds its two intra-host phases to its inter one
-//            (they run one after the other).
+//            (one after the other), or when pipelined (above 2 slots per local rank)
+//            takes the larger of the two plus 1/8 of the smaller; the leaders-only form
+//            (unequal hosts) adds two shm chains of S each.
+//
+// The inter-host constants: measured at creation by a probe between two host leaders
+// (ring/host_link_calibration.h), else the fixed ones of topology_choice.cc.
 //
 // So on link-bound networks the tree (which sends about 2S per inner rank, against the
 // ring's 2(n-1)/n S) loses to the ring, and the hierarchical schedule (2(H-1)/H S per
@@ -27,6 +32,7 @@
 #include <cstddef>
 
 #include "collectives/algorithm_choice.h"
+#include "collectives/collective.h"
 #include "collectives/host_topology.h"
 
 namespace gyre {
@@ -34,11 +40,15 @@ namespace gyre {
 struct TwoLevelCost {
   LinkCost intra;  // between ranks of one host
   LinkCost inter;  // alphaUs per hop between hosts, bytesPerUs of one host's link
+  bool measured = false;  // inter from the creation probe (collectives/link_probe.h)
 };
 
-// The table's entry: intra-host from linkCost(intraShm), inter-host measured on the
-// shaped links between network namespaces (see collectives/topology_choice.cc).
+// The table's entry: intra-host from linkCost(intraShm), inter-host the fixed constants
+// measured once on shaped links between network namespaces (topology_choice.cc).
 TwoLevelCost twoLevelCost(bool intraShm);
+// The same with inter-host alpha and bytesPerUs measured on this communicator's links;
+// either <= 0 (the probe did not run): the fixed constants.
+TwoLevelCost twoLevelCost(bool intraShm, double interAlphaUs, double interBytesPerUs);
 
 // Bytes the busiest host link carries in one direction for an all-reduce of `bytes`.
 double busiestHostLinkBytes(AllReduceAlgo algo, size_t bytes, const HostTopology& topology);
@@ -51,5 +61,26 @@ double predictTopologyMicros(AllReduceAlgo algo, size_t bytes, const HostTopolog
 // cheapest prediction. allShm/intraShm: the communicator's transport facts.
 AllReduceAlgo chooseForTopology(const Options& options, size_t bytes,
                                 const HostTopology& topology, bool allShm, bool intraShm);
+AllReduceAlgo chooseForTopology(const Options& options, size_t bytes,
+                                const HostTopology& topology, bool allShm,
+                                const TwoLevelCost& cost);
+
+// Broadcast, reduce and all-gather: predicted microseconds of the flat ring
+// (twoLevel false) or the two-level form (collectives/hierarchical_broadcast.h,
+// hierarchical_allgather.h); `bytes` is the buffer (all-gather: one rank's share).
+//   broadcast, reduce  (n-1) alpha + max(busiest host link's bytes / inter, S / intra):
+//                      the flat ring carries S over every boundary it crosses, the
+//                      host-ordered chain crosses each once
+//   all-gather         flat: (n-1) alpha + max(busiest link / inter, (n-1) S / intra);
+//                      two-level: (H-1 + L-1) alpha + max(L(H-1) S / inter,
+//                      (H-1) S / intra) + (L-1) H S / intra
+double predictCollectiveMicros(CollectiveKind kind, bool twoLevel, size_t bytes, int root,
+                               const HostTopology& topology, const TwoLevelCost& cost);
+// Whether a broadcast, reduce or all-gather runs its two-level form: where it applies
+// (all-gather: equal hosts; the others: topology.hierarchical()), GYRE_ALGO=hier forces
+// it, any other forced algorithm keeps the flat ring, auto takes it when predicted 2%
+// cheaper. Other kinds: false.
+bool chooseTwoLevel(const Options& options, CollectiveKind kind, size_t bytes, int root,
+                    const HostTopology& topology, const TwoLevelCost& cost);
 
 }  // namespace gyre

@@ -9,6 +9,7 @@
 #include "collectives/algorithm_choice.h"
 #include "collectives/point_to_point.h"
 #include "collectives/topology_choice.h"
+#include "ring/host_link_calibration.h"
 #include "host_kernels/reduce.h"
 
 // Communicator::Impl's bodies: connecting, running operations (each through its row of
@@ -90,13 +91,17 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store, int rank, int size,
     log(LogLevel::kInfo, rank_, "GYRE_ALGO=hier: {}, running the flat ring instead",
         topology_.whyFlat());
   }
+  {
+    PrefixStore probeStore(prefix_, store_);
+    cost_ = calibrateHostLinks(probeStore, ring_, peerPipes_, topology_, rank_, options_,
+                               pipes_.allShm, options_.transport != TransportKind::kTcp);
+  }
   log(LogLevel::kInfo, rank_, "communicator of {} ranks ready ({})", size_,
       topology_.describe());
 }
 
 AllReduceAlgo Communicator::Impl::chooseAlgorithm(size_t bytes) const {
-  return chooseForTopology(options_, bytes, topology_, pipes_.allShm,
-                           options_.transport != TransportKind::kTcp);
+  return chooseForTopology(options_, bytes, topology_, pipes_.allShm, cost_);
 }
 
 Communicator::Impl::~Impl() {
@@ -121,6 +126,9 @@ void Communicator::Impl::run(CollectiveCall call, const void* sendbuf, void* rec
     // In the tag: ranks that chose differently fail with a mismatch.
     const size_t bytes = call.count * dtypeSize(call.dtype);
     call.algo = static_cast<uint8_t>(chooseAlgorithm(bytes));
+  } else if (size_ > 1 && chooseTwoLevel(options_, call.kind, call.count * dtypeSize(call.dtype),
+                                         call.root, topology_, cost_)) {
+    call.algo = static_cast<uint8_t>(AllReduceAlgo::kHierarchical);  // the two-level form
   }
   execute(call, [&] {
     if (size_ == 1) return runSingle(call, sendbuf, recvbuf);

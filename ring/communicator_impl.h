@@ -23,6 +23,7 @@
 #include "collectives/collective.h"
 #include "collectives/collective_table.h"
 #include "collectives/host_topology.h"
+#include "collectives/topology_choice.h"
 #include "collectives/primitives.h"
 #include "collectives/stall_inspector.h"
 #include "ring/bootstrap.h"
@@ -113,6 +114,7 @@ class Communicator::Impl {
   PrimitiveContext ring_;
   PeerPipes peerPipes_;
   HostTopology topology_;  // from pipes_.hostIds: the same on every rank
+  TwoLevelCost cost_;      // the two-level model's constants (probed at creation)
   StallInspector inspector_;
   std::atomic<bool> aborted_{false};
   std::atomic<uint32_t> seq_{0};  // written by the collective thread, read by abort()

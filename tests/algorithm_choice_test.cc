@@ -4,11 +4,15 @@
 // mismatch instead of running different schedules into each other.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <string>
 #include <vector>
 
 #include "base/error.h"
 #include "collectives/algorithm_choice.h"
 #include "collectives/collective.h"
+#include "collectives/host_topology.h"
+#include "collectives/topology_choice.h"
 #include "ring/communicator.h"
 #include "ring/spawn.h"
 #include "test_values.h"
@@ -100,6 +104,50 @@ TEST(AlgorithmChoice, TheAlgorithmIsPartOfTheTag) {
   EXPECT_NE(ring.tag(), tree.tag());
   EXPECT_NE(describe(ring.tag()).find("[ring]"), std::string::npos);
   EXPECT_NE(describe(tree).find("[tree]"), std::string::npos);
+}
+
+// The projection in docs/DESIGN.md: the two-level model's predicted all-reduce time for
+// ring, tree and hier at 8..1024 ranks, 8 per host, on 100 Gbit/s host links (12500
+// bytes/us, alpha 10 us per hop), inside a host this machine's shm constants (2 us,
+// 3.5 GB/s) and a server's (20 GB/s); printed as the markdown tables the notes carry.
+// Checks the shape the notes claim.
+void projection(const TwoLevelCost& cost) {
+  const size_t sizes[] = {8, size_t{1} << 20, size_t{256} << 20};
+  std::printf("| ranks (hosts) | 8 B ring | tree | hier | 1 MiB ring | tree | hier | 256 MiB ring "
+              "| tree | hier |\n|---|---|---|---|---|---|---|---|---|---|\n");
+  for (int n = 8; n <= 1024; n *= 2) {
+    std::vector<std::string> ids;
+    for (int r = 0; r < n; ++r) ids.push_back(std::to_string(r / 8));
+    const HostTopology t = HostTopology::fromHostIds(ids);
+    std::printf("| %d (%d) |", n, n / 8);
+    double big[3] = {};
+    for (size_t s : sizes) {
+      int i = 0;
+      for (AllReduceAlgo a : {AllReduceAlgo::kRing, AllReduceAlgo::kTree, AllReduceAlgo::kHierarchical}) {
+        const double us = predictTopologyMicros(a, s, t, cost);
+        if (s == sizes[2]) big[i] = us;
+        ++i;
+        if (us >= 1e4) std::printf(" %.0f ms |", us / 1e3);
+        else if (us >= 1e3) std::printf(" %.1f ms |", us / 1e3);
+        else std::printf(" %.0f us |", us);
+      }
+    }
+    std::printf("\n");
+    if (n >= 16) {
+      EXPECT_LT(big[2], big[0]) << n << " ranks: hier beats the ring at 256 MiB";
+      EXPECT_LT(big[2], big[1]) << n << " ranks: hier beats the tree at 256 MiB";
+    }
+  }
+}
+
+TEST(TopologyChoice, ProjectionTable) {
+  TwoLevelCost cost = twoLevelCost(true, 10.0, 12500.0);
+  std::printf("intra-host: shm as measured here (%.0f us, %.0f bytes/us)\n", cost.intra.alphaUs,
+              cost.intra.bytesPerUs);
+  projection(cost);
+  cost.intra.bytesPerUs = 20000;
+  std::printf("intra-host: 20 GB/s\n");
+  projection(cost);
 }
 
 }  // namespace

@@ -65,7 +65,7 @@ for ((r = 1; r <= REPEAT; r++)); do
   rc=0
   for p in "${pids[@]}"; do wait "$p" || rc=1; done
   grep -v '^$' "$out" || true
-  if (( rc != 0 )); then echo "# run $r FAILED"; tail -5 "$out".err*; fi
+  if (( rc != 0 )); then echo "# run $r FAILED"; tail -n 5 "$out".err*; fi
   rm -f "$out" "$out".err*
   port=$((port + 1))
 done
