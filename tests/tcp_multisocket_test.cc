@@ -229,7 +229,8 @@ struct NsocksCase {
 
 class NsocksCollectives : public ::testing::TestWithParam<NsocksCase> {};
 
-// Every collective over tcp, counts crossing slots (16 KiB: 4096 int32) and lanes.
+// Every collective over tcp, counts crossing slots (16 KiB: 4096 int32) and lanes;
+// every value exact (int32 sums that cannot overflow).
 TEST_P(NsocksCollectives, ExactOverTcp) {
   const NsocksCase c = GetParam();
   SpawnOptions o = testing::collectiveOptions(TransportKind::kTcp);
@@ -271,6 +272,25 @@ TEST_P(NsocksCollectives, ExactOverTcp) {
         const size_t at = r * count + i;
         testing::check(part[i] == static_cast<int32_t>(n * (at % 977) + n * (n - 1) / 2),
                        "rank {}: reducescatter at {}", r, i);
+      }
+
+      std::vector<int32_t> red(count, -1);
+      comm.reduce(mine.data(), red.data(), count, DataType::kInt32, ReduceOp::kSum, n - 1);
+      if (r == n - 1) {
+        for (size_t i = 0; i < count; ++i) {
+          testing::check(red[i] == static_cast<int32_t>(1000003 * (n * (n - 1) / 2) + n * i),
+                         "rank {}: reduce at {}", r, i);
+        }
+      }
+
+      std::vector<int32_t> blocks(count * n), got(count * n, -1);
+      for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<int32_t>(r * 5000011 + i);
+      comm.allToAll(blocks.data(), got.data(), count, DataType::kInt32);
+      for (int q = 0; q < n; ++q) {
+        for (size_t i = 0; i < count; ++i) {
+          testing::check(got[q * count + i] == static_cast<int32_t>(q * 5000011 + r * count + i),
+                         "rank {}: alltoall from {} at {}", r, q, i);
+        }
       }
 
       std::vector<int32_t> out(count), in(count, -7);
