@@ -95,6 +95,9 @@ Options Options::fromEnvironment() {
     }
   }
   if (const char* v = env("GYRE_SLOTS")) o.slots = parseInteger(v, "GYRE_SLOTS", 2, 64);
+  if (const char* v = env("GYRE_NSOCKS")) {
+    o.nsocks = static_cast<int>(parseInteger(v, "GYRE_NSOCKS", 1, 16));
+  }
   if (const char* v = env("GYRE_TRANSPORT")) {
     std::string s(v);
     bool known = false;

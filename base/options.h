@@ -46,6 +46,10 @@ struct GYRE_API Options {
   // a pipe's K slots stay in the L2 cache while the neighbour consumes them.
   size_t slotBytes = 128 * 1024;
   size_t slots = 4;                                    // GYRE_SLOTS per pipe
+  // GYRE_NSOCKS: TCP connections per directed tcp pipe, slices spread round-robin over
+  // them (transport/tcp/tcp_striped_pipe.h), as NCCL_NSOCKS_PERTHREAD. 1 measured best
+  // on veth and loopback (README, "Several sockets per pipe").
+  int nsocks = 1;
   TransportKind transport = TransportKind::kAuto;      // GYRE_TRANSPORT=auto|tcp|shm|rdma
   // GYRE_IB_HCA: which RDMA devices and ports to use, NCCL_IB_HCA's syntax
   // ("mlx5_0:1,mlx5_1" prefixes, "^" excludes, "=" exact; transport/rdma/hca_filter.h).

@@ -114,8 +114,9 @@ void printHeader(Communicator& comm, const BenchOptions& o, const CollectiveInfo
       o.minBytes, o.maxBytes, o.stepFactor > 1 ? o.stepFactor : o.stepBytes,
       o.stepFactor > 1 ? "factor" : "bytes", o.warmup, o.iters, o.check ? 1 : 0);
   const Options& opt = comm.options();
-  std::printf("# gyre: %d ranks, transport %s, algo %s, slots %zu x %zu B\n", comm.size(),
-              transportName(opt.transport), algoName(opt.algo), opt.slots, opt.slotBytes);
+  std::printf("# gyre: %d ranks, transport %s, algo %s, slots %zu x %zu B, nsocks %d\n",
+              comm.size(), transportName(opt.transport), algoName(opt.algo), opt.slots,
+              opt.slotBytes, opt.nsocks);
   std::printf("# gyre: launcher %s, bootstrap %s\n", launcherName(launchEnvFromProcess().launcher),
               gBootstrap);
   std::printf("#\n");

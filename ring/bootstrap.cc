@@ -16,6 +16,7 @@
 #include "transport/socket.h"
 #include "transport/tcp/tcp_connector.h"
 #include "transport/tcp/tcp_pipe.h"
+#include "transport/tcp/tcp_striped_pipe.h"
 
 namespace gyre {
 namespace {
@@ -166,9 +167,10 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
   mine.address = bound.toString();
   mine.process = processIdentity();
   mine.token = p.token.empty() ? "-" : fmt::format("{:016x}", fnv1a64(p.token));
-  mine.settings = fmt::format("GYRE_ALGO={} GYRE_SLOT_BYTES={} GYRE_SLOTS={} protocol={}",
-                              algoName(options.algo), options.slotBytes, options.slots,
-                              kJoinProtocolVersion);
+  mine.settings = fmt::format(
+      "GYRE_ALGO={} GYRE_SLOT_BYTES={} GYRE_SLOTS={} GYRE_NSOCKS={} protocol={}",
+      algoName(options.algo), options.slotBytes, options.slots, options.nsocks,
+      kJoinProtocolVersion);
   log(LogLevel::kInfo, p.rank, "listening on {}", bound.toString());
   const std::vector<Claim> claims = join.checkIn(mine);
   for (const Claim& c : claims) set.hostIds.push_back(c.hostId);
@@ -207,7 +209,9 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
     ep.worldSize = p.size;
     ep.commId = p.commId;
     ep.token = tokenBytes(p.token);
+    ep.channels = options.nsocks;
     auto useRdma = [&](int peer) { return rdma.peers.count(peer) != 0; };
+    for (int peer : rdma.peers) ep.oneChannel.insert(peer);
     for (int peer : p.recvFrom) {
       if (!useShm(peer) && useRdma(peer)) {
         store.setString(rdmaKey(peer, p.rank, "r"),
@@ -258,7 +262,7 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
       }
       set.send.emplace(it->first, rdma.connector->connectSend(
                                       it->first, store.getString(rdmaKey(p.rank, it->first, "r")),
-                                      std::move(it->second)));
+                                      std::move(it->second.front())));
       it = conns.out.erase(it);
       ++rdmaPipes;
     }
@@ -269,21 +273,20 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
       }
       set.recv.emplace(it->first, rdma.connector->connectRecv(
                                       it->first, store.getString(rdmaKey(it->first, p.rank, "s")),
-                                      std::move(it->second)));
+                                      std::move(it->second.front())));
       it = conns.in.erase(it);
       ++rdmaPipes;
     }
     rdma.connector.reset();
 
     set.progress = std::make_unique<TcpProgress>();
-    for (auto& [peer, fd] : conns.out) {
-      set.send.emplace(peer, std::make_unique<TcpSendPipe>(std::move(fd), peer, options.slots,
-                                                           options.slotBytes,
-                                                           set.progress.get(), p.size));
+    for (auto& [peer, fds] : conns.out) {
+      set.send.emplace(peer, makeTcpSendPipe(std::move(fds), peer, options.slots,
+                                             options.slotBytes, set.progress.get(), p.size));
     }
-    for (auto& [peer, fd] : conns.in) {
-      set.recv.emplace(peer, std::make_unique<TcpRecvPipe>(std::move(fd), peer, options.slots,
-                                                           options.slotBytes, p.size));
+    for (auto& [peer, fds] : conns.in) {
+      set.recv.emplace(peer, makeTcpRecvPipe(std::move(fds), peer, options.slots,
+                                             options.slotBytes, p.size));
     }
 
     // 4. Once every rank has opened its segments, no name is needed any more: nothing
@@ -291,8 +294,9 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
     join.arrive("connected");
     join.waitAll("connected", "connecting the pipes");
     for (const std::string& name : names) ShmSegment::unlink(name);
-    log(LogLevel::kInfo, p.rank, "pipes: {} shm, {} rdma, {} tcp", names.size(), rdmaPipes,
-        conns.in.size() + conns.out.size());
+    log(LogLevel::kInfo, p.rank, "pipes: {} shm, {} rdma, {} tcp ({} connection{} each)",
+        names.size(), rdmaPipes, conns.in.size() + conns.out.size(), options.nsocks,
+        options.nsocks == 1 ? "" : "s");
   } catch (...) {
     for (const std::string& name : names) {
       try {

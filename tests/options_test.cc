@@ -199,6 +199,18 @@ TEST(Options, SlotsBetweenTwoAndSixtyFour) {
   }
 }
 
+TEST(Options, NsocksBetweenOneAndSixteen) {
+  EXPECT_EQ(Options{}.nsocks, 1);
+  EXPECT_EQ(parsedWith("GYRE_NSOCKS", "1").nsocks, 1);
+  EXPECT_EQ(parsedWith("GYRE_NSOCKS", "4").nsocks, 4);
+  EXPECT_EQ(parsedWith("GYRE_NSOCKS", "16").nsocks, 16);
+  for (const char* bad : {"0", "17", "-1", "2.5", "two"}) {
+    expectRejected(
+        "GYRE_NSOCKS", bad,
+        {(std::string("GYRE_NSOCKS='") + bad + "' is not an integer in [1, 16]").c_str()});
+  }
+}
+
 TEST(Options, TransportSpellings) {
   const std::pair<const char*, TransportKind> cases[] = {
       {"auto", TransportKind::kAuto}, {"tcp", TransportKind::kTcp}, {"shm", TransportKind::kShm}};

@@ -32,7 +32,10 @@ std::optional<std::string> checkHello(const void* bytes, size_t n, const HelloEx
   if (h.receiver != expect.receiver) {
     return fmt::format("addressed to rank {}, this is rank {}", h.receiver, expect.receiver);
   }
-  if (h.channel != 0 || h.reserved != 0) return std::string("unknown channel");
+  if (h.channel >= expect.channels || h.reserved != 0) {
+    return fmt::format("unknown channel {} (this rank takes {} per pipe: GYRE_NSOCKS differs?)",
+                       h.channel, expect.channels);
+  }
   *out = h;
   return std::nullopt;
 }

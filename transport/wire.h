@@ -30,7 +30,7 @@ struct Hello {
   uint64_t commId = 0;
   int32_t sender = -1;
   int32_t receiver = -1;
-  uint32_t channel = 0;  // which of the pipes between the two ranks (reserved: 0)
+  uint32_t channel = 0;  // which of the pipe's connections (GYRE_NSOCKS): 0..channels-1
   uint32_t reserved = 0;
   std::array<uint8_t, kTokenBytes> token{};
 };
@@ -52,6 +52,7 @@ struct HelloExpectation {
   int32_t receiver = -1;
   int32_t worldSize = 0;
   std::array<uint8_t, kTokenBytes> token{};
+  uint32_t channels = 1;  // connections per pipe: a Hello's channel lies in [0, channels)
 };
 
 // Decodes `n` bytes into a Hello and checks it. Returns the reason on failure

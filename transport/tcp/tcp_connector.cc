@@ -87,7 +87,13 @@ void acceptExpected(int listenFd, const TcpPipeEndpoints& ep, Clock::time_point 
   expect.receiver = ep.self;
   expect.worldSize = ep.worldSize;
   expect.token = ep.token;
-  std::vector<int> missing = ep.recvFrom;
+  expect.channels = static_cast<uint32_t>(ep.channels);
+  // (sender, channel) pairs still to come.
+  std::vector<std::pair<int, uint32_t>> missing;
+  for (int peer : ep.recvFrom) {
+    conns.in[peer].resize(static_cast<size_t>(ep.channelsFor(peer)));
+    for (int c = 0; c < ep.channelsFor(peer); ++c) missing.emplace_back(peer, c);
+  }
   std::deque<PendingHandshake> pending;
   RefusalLog refusals(ep.self);
   setNonBlocking(listenFd, true);
@@ -95,8 +101,12 @@ void acceptExpected(int listenFd, const TcpPipeEndpoints& ep, Clock::time_point 
   while (!missing.empty()) {
     auto now = Clock::now();
     if (now >= deadline) {
+      std::vector<int> ranks;
+      for (const auto& m : missing) {
+        if (std::find(ranks.begin(), ranks.end(), m.first) == ranks.end()) ranks.push_back(m.first);
+      }
       fail(ErrorCode::kTimeout, "rank {}: ranks [{}] did not connect before the timeout", ep.self,
-           rankList(missing));
+           rankList(ranks));
     }
     // Drop handshakes that took too long (truncated, or a client that says nothing).
     auto wake = deadline;
@@ -140,14 +150,16 @@ void acceptExpected(int listenFd, const TcpPipeEndpoints& ep, Clock::time_point 
           badMagic ? std::optional<std::string>("wrong magic (not a gyre connection)")
                    : checkHello(&p.hello, sizeof(Hello), expect, &checked);
       if (!why) {
-        auto it = std::find(missing.begin(), missing.end(), checked.sender);
+        auto it = std::find(missing.begin(), missing.end(),
+                            std::pair<int, uint32_t>(checked.sender, checked.channel));
         if (it == missing.end()) {
-          why = fmt::format("rank {} is not expected to connect (or already did)", checked.sender);
+          why = fmt::format("rank {} (connection {}) is not expected to connect (or already did)",
+                            checked.sender, checked.channel);
         } else if (!sendReply(p.fd.get(), 0)) {
           why = "could not answer its handshake";
         } else {
           missing.erase(it);
-          conns.in.emplace(checked.sender, std::move(p.fd));
+          conns.in[checked.sender][checked.channel] = std::move(p.fd);
         }
       }
       if (why) {
@@ -201,38 +213,43 @@ TcpConnections connectPipes(int listenFd, const TcpPipeEndpoints& ep, Clock::tim
   // accepts; we read the replies only after accepting our own incoming pipes, so two
   // ranks connecting to each other cannot deadlock.
   for (const auto& [peer, addr] : ep.sendTo) {
-    Fd fd = connectWithRetry(addr, deadline);
-    Hello h;
-    h.commId = ep.commId;
-    h.sender = ep.self;
-    h.receiver = peer;
-    h.token = ep.token;
-    try {
-      writeExact(fd.get(), &h, sizeof(h), deadline);
-    } catch (const Error& e) {
-      fail(e.code(), "rank {}: sending the handshake to rank {} at {} failed: {}", ep.self, peer,
-           addr.toString(), e.what());
+    for (int c = 0; c < ep.channelsFor(peer); ++c) {
+      Fd fd = connectWithRetry(addr, deadline);
+      Hello h;
+      h.commId = ep.commId;
+      h.sender = ep.self;
+      h.receiver = peer;
+      h.channel = static_cast<uint32_t>(c);
+      h.token = ep.token;
+      try {
+        writeExact(fd.get(), &h, sizeof(h), deadline);
+      } catch (const Error& e) {
+        fail(e.code(), "rank {}: sending the handshake to rank {} at {} failed: {}", ep.self,
+             peer, addr.toString(), e.what());
+      }
+      conns.out[peer].push_back(std::move(fd));
     }
-    conns.out.emplace(peer, std::move(fd));
   }
 
   // 2. Accept until every expected sender is connected.
   acceptExpected(listenFd, ep, deadline, conns);
 
   // 3. Every receiver must have accepted our Hello.
-  for (auto& [peer, fd] : conns.out) {
-    HelloReply reply;
-    try {
-      readExact(fd.get(), &reply, sizeof(reply), deadline);
-    } catch (const Error& e) {
-      fail(e.code(), "rank {}: rank {} did not accept our connection: {}", ep.self, peer,
-           e.what());
-    }
-    if (reply.magic != HelloReply{}.magic || reply.status != 0) {
-      fail(ErrorCode::kRemoteError,
-           "rank {}: rank {} refused our connection (a different job token or communicator? "
-           "its log says why)",
-           ep.self, peer);
+  for (auto& [peer, fds] : conns.out) {
+    for (Fd& fd : fds) {
+      HelloReply reply;
+      try {
+        readExact(fd.get(), &reply, sizeof(reply), deadline);
+      } catch (const Error& e) {
+        fail(e.code(), "rank {}: rank {} did not accept our connection: {}", ep.self, peer,
+             e.what());
+      }
+      if (reply.magic != HelloReply{}.magic || reply.status != 0) {
+        fail(ErrorCode::kRemoteError,
+             "rank {}: rank {} refused our connection (a different job token, communicator or "
+             "GYRE_NSOCKS? its log says why)",
+             ep.self, peer);
+      }
     }
   }
   return conns;

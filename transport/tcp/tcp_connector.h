@@ -1,6 +1,8 @@
-// Connection setup for the tcp pipes: every directed pipe is one TCP connection,
-// opened by the sending rank to the receiving rank's listener and checked by a
-// handshake (transport/wire.h) before it carries data.
+// Connection setup for the tcp pipes: every directed pipe is one TCP connection, or
+// `channels` of them (GYRE_NSOCKS, transport/tcp/tcp_striped_pipe.h), opened by the
+// sending rank to the receiving rank's listener and checked by a handshake
+// (transport/wire.h, whose `channel` says which of the pipe's connections it is) before
+// it carries data.
 //
 // Contract: `connectPipes` returns once every outgoing connection is accepted by its
 // peer and one valid connection from every expected sender has arrived, or throws
@@ -15,6 +17,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,11 +33,15 @@ struct TcpPipeEndpoints {
   std::array<uint8_t, kTokenBytes> token{};
   std::map<int, SocketAddress> sendTo;  // peer rank -> its listener
   std::vector<int> recvFrom;            // peer ranks that connect to us
+  int channels = 1;                     // connections per directed pipe (GYRE_NSOCKS)
+  std::set<int> oneChannel;             // peers whose pipes take one connection (rdma)
+
+  int channelsFor(int peer) const { return oneChannel.count(peer) ? 1 : channels; }
 };
 
 struct TcpConnections {
-  std::map<int, Fd> out;  // by receiving peer
-  std::map<int, Fd> in;   // by sending peer
+  std::map<int, std::vector<Fd>> out;  // by receiving peer, by channel
+  std::map<int, std::vector<Fd>> in;   // by sending peer, by channel
 };
 
 TcpConnections connectPipes(int listenFd, const TcpPipeEndpoints& endpoints,
