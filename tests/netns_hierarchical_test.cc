@@ -130,11 +130,11 @@ long long runJob(NamespaceHosts& net, const std::vector<bool>& inA, Options o, i
   o.timeout = 60s;
   o.token = fmt::format("netns-hier-job-{}-{}", ::getpid(), port);
   RankGroup group(static_cast<int>(inA.size()), o);
-  group.masterAddr = NamespaceHosts::addressOf(true);
+  group.masterAddr = net.address(true);
   group.beforeCreate = [&](int rank) { net.enter(inA[rank]); };
   group.makeStore = [&, port](int rank) -> std::shared_ptr<Store> {
-    if (rank == 0) return TcpStore::serve(NamespaceHosts::addressOf(true), port, o.timeout);
-    return TcpStore::connect(NamespaceHosts::addressOf(true), port, o.timeout);
+    if (rank == 0) return TcpStore::serve(net.address(true), port, o.timeout);
+    return TcpStore::connect(net.address(true), port, o.timeout);
   };
   group.start(body);
   EXPECT_TRUE(group.waitReady(30s)) << "the ranks did not connect across the namespaces";
@@ -151,7 +151,7 @@ long long runJob(NamespaceHosts& net, const std::vector<bool>& inA, Options o, i
 // broadcast (hosts interleaved a b a b: the host-ordered chain crosses once from a, the
 // flat ring twice), forced against the flat ring, exact; the qdisc counts the bytes.
 TEST(NetnsHierarchical, TwoLevelFormsSendLessThroughTheLink) {
-  NamespaceHosts net("1gbit");
+  NamespaceHosts net("hier", "10.214.0", {"1gbit"});
   if (!net.ok()) GTEST_SKIP() << net.why();
   constexpr size_t kShare = 1 << 18;  // floats: 1 MiB per rank's share
   constexpr int kOps = 3;
@@ -210,7 +210,7 @@ TEST(NetnsHierarchical, TwoLevelFormsSendLessThroughTheLink) {
 // rate it found, which must be bounded by the tbf rate (1 Gbit/s = 125 MB/s on the
 // wire, about 119 MB/s of payload), not loopback's or the fixed constant's (240).
 TEST(NetnsHierarchical, CreationProbeMeasuresTheLink) {
-  NamespaceHosts net("1gbit");
+  NamespaceHosts net("hier", "10.214.0", {"1gbit"});
   if (!net.ok()) GTEST_SKIP() << net.why();
   ::setenv("GYRE_DEBUG", "INFO", 1);  // each ctest entry is its own process
   Options o;

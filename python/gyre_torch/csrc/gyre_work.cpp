@@ -35,10 +35,10 @@ void GyreWork::failNow(std::exception_ptr error) {
   error_ = std::move(error);
 }
 
-void GyreWork::finishWaiting(long long timeoutMs) {
+bool GyreWork::finishWaiting(long long timeoutMs, bool completeHere) {
   {
     std::lock_guard<std::mutex> lock(state_);
-    if (finished_) return;
+    if (finished_) return false;
   }
   gyreResult_t first = gyreSuccess;
   std::string message;
@@ -75,11 +75,12 @@ void GyreWork::finishWaiting(long long timeoutMs) {
   c10::intrusive_ptr<c10::ivalue::Future> future;
   {
     std::lock_guard<std::mutex> lock(state_);
-    if (finished_) return;
+    if (finished_) return false;
     finishLocked(first, message);
     future = future_;
   }
-  if (future) completeFutureLocked();
+  if (future && completeHere) completeFutureLocked();
+  return true;
 }
 
 void GyreWork::finishLocked(gyreResult_t result, const std::string& gyreMessage) {
@@ -167,7 +168,7 @@ c10::intrusive_ptr<c10::ivalue::Future> GyreWork::getFuture() {
   return future_;
 }
 
-void GyreWork::finishAndCompleteFuture() { finishWaiting(-1); }
+bool GyreWork::finishForCompleter() { return finishWaiting(-1, /*completeHere=*/false); }
 
 Completer::~Completer() {
   {
@@ -175,34 +176,67 @@ Completer::~Completer() {
     stop_ = true;
     // Works still pending at destruction wait for peers that may never come: abort them
     // so that their futures fail now instead of after the group's timeout.
-    if (busy_ || !queue_.empty()) gyreCommAbort(comm_->comm);
+    if (waiterBusy_ || !pending_.empty()) gyreCommAbort(comm_->comm);
   }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  waiterCv_.notify_all();
+  runnerCv_.notify_all();
+  // The last reference may be dropped by one of our own threads (a callback that
+  // destroys the group): that one cannot join itself.
+  auto join = [](std::thread& t) {
+    if (!t.joinable()) return;
+    if (t.get_id() == std::this_thread::get_id()) {
+      t.detach();
+    } else {
+      t.join();
+    }
+  };
+  join(waiter_);
+  for (std::thread& t : runners_) join(t);
 }
 
 void Completer::watch(c10::intrusive_ptr<GyreWork> work) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(work));
-    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+    pending_.push_back(std::move(work));
+    if (!waiter_.joinable()) waiter_ = std::thread([this] { waitLoop(); });
   }
-  cv_.notify_one();
+  waiterCv_.notify_one();
 }
 
-void Completer::loop() {
+void Completer::waitLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stopping, nothing left
-    c10::intrusive_ptr<GyreWork> work = std::move(queue_.front());
-    queue_.pop_front();
-    busy_ = true;
+    waiterCv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+    if (pending_.empty()) return;  // stopping, nothing left
+    c10::intrusive_ptr<GyreWork> work = std::move(pending_.front());
+    pending_.pop_front();
+    waiterBusy_ = true;
     lock.unlock();
-    work->finishAndCompleteFuture();
-    work.reset();  // may destroy the Work: outside the lock
+    const bool mine = work->finishForCompleter();
     lock.lock();
-    busy_ = false;
+    waiterBusy_ = false;
+    if (!mine) continue;  // wait() or isCompleted() finished it and completed its future
+    finished_.push_back(std::move(work));
+    if (idleRunners_ == 0 && runners_.size() < kMaxRunners) {
+      runners_.emplace_back([this] { runLoop(); });
+    }
+    runnerCv_.notify_one();
+  }
+}
+
+void Completer::runLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    ++idleRunners_;
+    runnerCv_.wait(lock, [&] { return stop_ || !finished_.empty(); });
+    --idleRunners_;
+    if (finished_.empty()) return;  // stopping, nothing left
+    c10::intrusive_ptr<GyreWork> work = std::move(finished_.front());
+    finished_.pop_front();
+    lock.unlock();
+    work->completeFuture();  // runs the callbacks, which may wait on other Works
+    work.reset();            // may destroy the Work: outside the lock
+    lock.lock();
   }
 }
 

@@ -9,9 +9,9 @@
 //   exception, which wait() rethrows (and every later wait), with a message naming this
 //   rank, the torch call and gyre's own message (which names the peer and collective).
 // - getFuture() returns a Future completed with the output tensors (or the error) once
-//   the Work finishes, without anyone calling wait(): the Completer (a thread per
+//   the Work finishes, without anyone calling wait(): the Completer (threads per
 //   backend, started on first use) waits for the Works whose future was asked for.
-//   DDP's communication hooks chain on it.
+//   DDP's communication hooks chain on it, and their callbacks may wait on other Works.
 // - wait(timeout > 0): bounded; on expiry the communicator is aborted (its operations can
 //   no longer be trusted to match across ranks) and wait throws naming the timeout.
 // - Destroying an unfinished Work waits for its requests first (its tensors are in use).
@@ -73,12 +73,16 @@ class GyreWork : public c10d::Work {
   void abort() override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 
-  // The Completer's loop: blocks until finished, then completes the future.
-  void finishAndCompleteFuture();
+  // For the Completer: blocks until finished; true when this call finished the Work, so
+  // that the caller must completeFuture() (which runs the future's callbacks).
+  bool finishForCompleter();
+  void completeFuture() { completeFutureLocked(); }
 
  private:
-  // Waits (timeoutMs < 0: without bound) for the requests, then finishes once.
-  void finishWaiting(long long timeoutMs);
+  // Waits (timeoutMs < 0: without bound) for the requests, then finishes once; the
+  // thread that finished completes the future too unless completeHere is false (then
+  // the result says whether it finished).
+  bool finishWaiting(long long timeoutMs, bool completeHere = true);
   void finishLocked(gyreResult_t result, const std::string& gyreMessage);
   void completeFutureLocked();
   std::runtime_error failure(const std::string& why) const;
@@ -99,24 +103,34 @@ class GyreWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
-// One thread per backend that finishes the Works whose future was asked for, in order.
+// Per backend: one thread that finishes, in order, the Works whose future was asked for
+// (it waits on gyre only, never runs torch code), and runners that complete those
+// futures, which runs their callbacks. A callback may block on another Work's future
+// (PowerSGD's hooks wait on a second all_reduce inside `then`): that future is finished
+// by the waiter and completed by another runner, started when none is idle (at most
+// kMaxRunners; beyond that, completions queue). Threads start on first use.
 class Completer {
  public:
   explicit Completer(std::shared_ptr<CommHandle> comm) : comm_(std::move(comm)) {}
   // Aborts the communicator if Works are still pending (their peers are gone or never
-  // came), so that the thread can end, and joins it.
+  // came), so that the threads can end, and joins them.
   ~Completer();
   void watch(c10::intrusive_ptr<GyreWork> work);
 
  private:
-  void loop();
+  static constexpr size_t kMaxRunners = 32;
+  void waitLoop();
+  void runLoop();
   const std::shared_ptr<CommHandle> comm_;
   std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<c10::intrusive_ptr<GyreWork>> queue_;
+  std::condition_variable waiterCv_, runnerCv_;
+  std::deque<c10::intrusive_ptr<GyreWork>> pending_;  // to finish, in order
+  std::deque<c10::intrusive_ptr<GyreWork>> finished_;  // futures to complete
   bool stop_ = false;
-  bool busy_ = false;
-  std::thread thread_;
+  bool waiterBusy_ = false;
+  size_t idleRunners_ = 0;
+  std::thread waiter_;
+  std::vector<std::thread> runners_;
 };
 
 }  // namespace gyre_torch
