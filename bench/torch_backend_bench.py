@@ -2,7 +2,7 @@
 """torch.distributed on backend gyre against gloo, side by side in one run:
 all_reduce (float32, in place) 8 B .. 64 MiB, gyre-bench's own all-reduce on the same
 sizes (what the binding costs), and DDP samples/s of python/examples/ddp_train.py
-(the MLP and the conv model).
+(the MLP and the conv model) with its ceiling: the same ranks exchanging no gradients.
 
   PYTHONPATH=<gyre_torch build> python3 bench/torch_backend_bench.py -N 4 \\
       --gyre-bin build/bin [--repeat 2] [--max-bytes 64M] [--ddp-steps 150]
@@ -85,9 +85,9 @@ def gyre_bench(gyre_bin, world, max_bytes):
     return times
 
 
-def ddp(backend, world, model, steps):
+def ddp(backend, world, model, steps, hook="none"):
     cmd = [sys.executable, TRAIN, "--backend", backend, "-N", str(world), "--model", model,
-           "--steps", str(steps), "--epochs", "5"]
+           "--steps", str(steps), "--epochs", "5", "--hook", hook]
     out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, timeout=900, check=True).stdout
     return json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
 
@@ -147,18 +147,25 @@ def main():
     if args.no_ddp:
         return
     print(f"\n## DDP samples/s, {n} ranks ({args.ddp_steps} steps, batch 64 per rank)\n")
-    print("| model | gyre samples/s | gloo samples/s | gyre/gloo | test acc gyre / gloo |")
-    print("|---|---|---|---|---|")
+    # ceiling: the same ranks with no gradient exchange at all (ddp_train.py --hook
+    # local): what any backend could reach at best, compute and DDP's own work only.
+    print("| model | gyre samples/s | gloo samples/s | gyre/gloo | ceiling samples/s | "
+          "ceiling/gloo | test acc gyre / gloo |")
+    print("|---|---|---|---|---|---|---|")
     for model in ("mlp", "conv"):
-        res = {"gyre": [], "gloo": []}
+        res = {"gyre": [], "gloo": [], "local": []}
         for _ in range(args.repeat):
-            for backend in ("gyre", "gloo"):
-                res[backend].append(ddp(backend, n, model, args.ddp_steps))
+            for backend in ("gyre", "gloo", "local"):
+                res[backend].append(ddp("gyre" if backend == "local" else backend, n, model,
+                                        args.ddp_steps, hook="local" if backend == "local"
+                                        else "none"))
         g = [x["samples_per_s"] for x in res["gyre"]]
         o = [x["samples_per_s"] for x in res["gloo"]]
+        c = [x["samples_per_s"] for x in res["local"]]
         acc = f"{res['gyre'][-1]['test_acc']:.4f} / {res['gloo'][-1]['test_acc']:.4f}"
         print(f"| {model} | {span(g, '{:.0f}')} | {span(o, '{:.0f}')} | "
-              f"{span([min(g) / max(o), max(g) / min(o)], '{:.2f}x')} | {acc} |", flush=True)
+              f"{span([min(g) / max(o), max(g) / min(o)], '{:.2f}x')} | {span(c, '{:.0f}')} | "
+              f"{span([min(c) / max(o), max(c) / min(o)], '{:.2f}x')} | {acc} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -89,7 +89,13 @@ def train(rank, world, args):
     if args.load:
         model.load_state_dict(torch.load(args.load, map_location="cpu"))
     ddp = DistributedDataParallel(model)
-    if args.hook != "none":  # torch's built-in gradient compression hooks
+    if args.hook == "local":  # no gradient exchange at all: the compute ceiling
+        def local_hook(_state, bucket):
+            fut = torch.futures.Future()
+            fut.set_result(bucket.buffer())
+            return fut
+        ddp.register_comm_hook(None, local_hook)
+    elif args.hook != "none":  # torch's built-in gradient compression hooks
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         hook = {"fp16": default_hooks.fp16_compress_hook,
                 "bf16": default_hooks.bf16_compress_hook}[args.hook]
@@ -165,8 +171,10 @@ def main(argv):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--train-count", type=int, default=60000)
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
-    p.add_argument("--hook", default="none", choices=["none", "fp16", "bf16"],
-                   help="DDP communication hook: torch's fp16/bf16 gradient compression")
+    p.add_argument("--hook", default="none", choices=["none", "fp16", "bf16", "local"],
+                   help="DDP communication hook: torch's fp16/bf16 gradient compression; "
+                        "local: no gradient exchange (a benchmark's compute ceiling, the "
+                        "replicas diverge)")
     p.add_argument("--save", default="")
     p.add_argument("--load", default="")
     p.add_argument("--local_rank", "--local-rank", type=int, default=None,
