@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "collectives/schedule_math.h"
+#include "collectives/ring_broadcast.h"
+#include "collectives/ring_reduce.h"
 
 namespace gyre {
 namespace {
@@ -33,54 +34,14 @@ void hierarchicalBroadcast(const PrimitiveContext& base, const PeerPipes& pipes,
                            const HostTopology& topology, int rank, const CollectiveCall& call,
                            void* buffer) {
   const Chain c = chainFromRoot(base, pipes, topology, rank, call.root);
-  Primitives prims(c.ctx, call, static_cast<uint32_t>(c.size));
-  const size_t elem = dtypeSize(call.dtype);
-  auto* data = static_cast<std::byte*>(buffer);
-  const bool isRoot = c.pos == 0;
-  const bool isLast = c.pos == c.size - 1;
-  // As ringBroadcast: the last rank closes the chain with an empty slice to the root
-  // before it receives, and the root takes it after its first data slice.
-  if (isLast) prims.send(nullptr, 0);
-  forEachSlice(call.count, prims.sliceElems(), [&](size_t offset, size_t len) {
-    std::byte* p = data + offset * elem;
-    if (isRoot) {
-      prims.send(p, len);
-      if (offset == 0) prims.recv(nullptr, 0);
-    } else if (isLast) {
-      prims.recv(p, len);
-    } else {
-      prims.recvCopySend(p, len);
-    }
-  });
-  prims.flush();
+  chainBroadcast(c.ctx, c.pos, c.size, call, buffer);
 }
 
 void hierarchicalReduce(const PrimitiveContext& base, const PeerPipes& pipes,
                         const HostTopology& topology, int rank, const CollectiveCall& call,
                         const void* sendbuf, void* recvbuf) {
   const Chain c = chainFromRoot(base, pipes, topology, rank, call.root);
-  Primitives prims(c.ctx, call, static_cast<uint32_t>(c.size));
-  const size_t elem = dtypeSize(call.dtype);
-  auto* in = static_cast<const std::byte*>(sendbuf);
-  auto* out = static_cast<std::byte*>(recvbuf);
-  const bool isRoot = c.pos == 0;
-  const bool isFirst = c.pos == 1;
-  // As ringReduce: the data flows order[1] -> ... -> order[n-1] -> root; the root's
-  // empty closing slice goes to order[1] first.
-  if (isRoot) prims.send(nullptr, 0);
-  forEachSlice(call.count, prims.sliceElems(), [&](size_t offset, size_t len) {
-    const std::byte* src = in + offset * elem;
-    if (isFirst) {
-      prims.send(src, len);
-      if (offset == 0) prims.recv(nullptr, 0);
-    } else if (isRoot) {
-      prims.recvReduce(src, out + offset * elem, len, /*receivedIsLower=*/true,
-                       /*finalStep=*/true);
-    } else {
-      prims.recvReduceSend(src, len);
-    }
-  });
-  prims.flush();
+  chainReduce(c.ctx, c.pos, c.size, call, sendbuf, recvbuf);
 }
 
 }  // namespace gyre

@@ -6,14 +6,14 @@
 
 namespace gyre {
 
-void ringBroadcast(const PrimitiveContext& ctx, int rank, int size, const CollectiveCall& call,
-                   void* buffer) {
+void chainBroadcast(const PrimitiveContext& ctx, int pos, int size, const CollectiveCall& call,
+                    void* buffer) {
   Primitives prims(ctx, call, static_cast<uint32_t>(size));
   const size_t elem = dtypeSize(call.dtype);
   const size_t slice = prims.sliceElems();
   auto* data = static_cast<std::byte*>(buffer);
-  const bool isRoot = rank == call.root;
-  const bool isLast = (rank + 1) % size == call.root;
+  const bool isRoot = pos == 0;
+  const bool isLast = pos == size - 1;
   // The ring is closed by an empty slice from the last rank back to the root, so every
   // rank receives exactly one stream carrying its own tag: ranks that disagree on the
   // root (or the call) then see each other's tags and fail, where a one-way chain would
@@ -36,6 +36,11 @@ void ringBroadcast(const PrimitiveContext& ctx, int rank, int size, const Collec
     }
   });
   prims.flush();
+}
+
+void ringBroadcast(const PrimitiveContext& ctx, int rank, int size, const CollectiveCall& call,
+                   void* buffer) {
+  chainBroadcast(ctx, (rank - call.root + size) % size, size, call, buffer);
 }
 
 }  // namespace gyre

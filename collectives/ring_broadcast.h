@@ -10,6 +10,11 @@
 
 namespace gyre {
 
+// The same along any chain: `pos` is this rank's place on it counted from the root (0),
+// ctx's left and right its chain neighbours (the last one's right is the root).
+void chainBroadcast(const PrimitiveContext& ctx, int pos, int size, const CollectiveCall& call,
+                    void* buffer);
+
 // call.count elements of call.dtype in `buffer`, from call.root to every rank.
 void ringBroadcast(const PrimitiveContext& ctx, int rank, int size, const CollectiveCall& call,
                    void* buffer);

@@ -6,15 +6,15 @@
 
 namespace gyre {
 
-void ringReduce(const PrimitiveContext& ctx, int rank, int size, const CollectiveCall& call,
-                const void* sendbuf, void* recvbuf) {
+void chainReduce(const PrimitiveContext& ctx, int pos, int size, const CollectiveCall& call,
+                 const void* sendbuf, void* recvbuf) {
   Primitives prims(ctx, call, static_cast<uint32_t>(size));
   const size_t elem = dtypeSize(call.dtype);
   const size_t slice = prims.sliceElems();
   auto* in = static_cast<const std::byte*>(sendbuf);
   auto* out = static_cast<std::byte*>(recvbuf);  // null except on the root
-  const bool isRoot = rank == call.root;
-  const bool isFirst = rank == (call.root + 1) % size;
+  const bool isRoot = pos == 0;
+  const bool isFirst = pos == 1 % size;
 
   // The closing slice (root -> first) is sent before anything is received, and the first
   // rank takes it right after its first data slice. So every rank's first blocking wait
@@ -39,6 +39,11 @@ void ringReduce(const PrimitiveContext& ctx, int rank, int size, const Collectiv
     }
   });
   prims.flush();
+}
+
+void ringReduce(const PrimitiveContext& ctx, int rank, int size, const CollectiveCall& call,
+                const void* sendbuf, void* recvbuf) {
+  chainReduce(ctx, (rank - call.root + size) % size, size, call, sendbuf, recvbuf);
 }
 
 }  // namespace gyre

@@ -27,4 +27,10 @@ namespace gyre {
 void ringReduce(const PrimitiveContext& ctx, int rank, int size, const CollectiveCall& call,
                 const void* sendbuf, void* recvbuf);
 
+// The same along any chain: `pos` is this rank's place counted from the root (0; the
+// data flows from pos 1 up and back to the root), ctx's left and right its chain
+// neighbours.
+void chainReduce(const PrimitiveContext& ctx, int pos, int size, const CollectiveCall& call,
+                 const void* sendbuf, void* recvbuf);
+
 }  // namespace gyre
