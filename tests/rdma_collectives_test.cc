@@ -22,6 +22,7 @@
 namespace gyre {
 namespace {
 
+using testing::allReduceStream;
 using testing::check;
 
 Options rdmaOptions() {
@@ -122,17 +123,6 @@ TEST_P(RdmaCollectives, BroadcastAllGatherReduceScatterAllToAllSendRecv) {
 
 INSTANTIATE_TEST_SUITE_P(Rdma, RdmaCollectives, ::testing::Values(2, 4),
                          [](const auto& info) { return fmt::format("{}ranks", info.param); });
-
-void allReduceStream(Communicator& comm, int) {
-  std::vector<float> buf(100000);
-  const float want = static_cast<float>(comm.size() * (comm.size() + 1) / 2);
-  for (uint64_t i = 0;; ++i) {
-    const size_t count = i % 2 ? 100000 : 7;
-    std::fill(buf.begin(), buf.begin() + count, static_cast<float>(comm.rank() + 1));
-    comm.allReduce(buf.data(), buf.data(), count, DataType::kFloat32, ReduceOp::kSum);
-    check(buf[0] == want && buf[count - 1] == want, "wrong sum");
-  }
-}
 
 TEST(RdmaFaults, KilledRankIsNamedByEverySurvivor) {
   GYRE_SKIP_WITHOUT_RDMA();

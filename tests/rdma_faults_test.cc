@@ -31,6 +31,7 @@
 namespace gyre {
 namespace {
 
+using testing::allReduceStream;
 using testing::check;
 
 Options rdmaOptions(const char* token) {
@@ -41,17 +42,6 @@ Options rdmaOptions(const char* token) {
   o.slots = 4;
   o.token = fmt::format("{}{}", token, ::getpid());
   return o;
-}
-
-void allReduceStream(Communicator& comm, int) {
-  std::vector<float> buf(100000);
-  const float want = static_cast<float>(comm.size() * (comm.size() + 1) / 2);
-  for (uint64_t i = 0;; ++i) {
-    const size_t count = i % 2 ? 100000 : 7;
-    std::fill(buf.begin(), buf.begin() + count, static_cast<float>(comm.rank() + 1));
-    comm.allReduce(buf.data(), buf.data(), count, DataType::kFloat32, ReduceOp::kSum);
-    check(buf[0] == want && buf[count - 1] == want, "wrong sum");
-  }
 }
 
 int shell(const std::string& command) {

@@ -6,10 +6,16 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
+#include "base/error.h"
 #include "base/options.h"
+#include "ring/communicator.h"
+#include "test_values.h"
 #include "transport/rdma/rdma_connector.h"
 
 namespace gyre::testing {
@@ -27,6 +33,19 @@ inline std::string rdmaUnavailable() {
   std::string why;
   auto c = RdmaConnector::open(o, &why);
   return c ? std::string() : why;
+}
+
+// A rank's body for the fault tests: exact all-reduces of 7 and 100000 floats in turn,
+// until the communicator fails (the fault under test ends it).
+inline void allReduceStream(Communicator& comm, int) {
+  std::vector<float> buf(100000);
+  const float want = static_cast<float>(comm.size() * (comm.size() + 1) / 2);
+  for (uint64_t i = 0;; ++i) {
+    const size_t count = i % 2 ? 100000 : 7;
+    std::fill(buf.begin(), buf.begin() + count, static_cast<float>(comm.rank() + 1));
+    comm.allReduce(buf.data(), buf.data(), count, DataType::kFloat32, ReduceOp::kSum);
+    check(buf[0] == want && buf[count - 1] == want, "wrong sum");
+  }
 }
 
 }  // namespace gyre::testing

@@ -52,8 +52,7 @@ void GyreBackend::issue(GyreWork& work, const std::string& what,
 c10::intrusive_ptr<GyreWork> GyreBackend::reduceByAllGather(
     c10d::OpType type, const std::string& what, const at::Tensor& input,
     const c10d::ReduceOp& op, std::function<void(const at::Tensor&)> deliver) {
-  at::Tensor source = op.op_ == c10d::ReduceOp::PREMUL_SUM ? preMultiplied(input, op)
-                                                          : hostContiguous(input);
+  at::Tensor source = reductionBuffer(input, op);
   std::vector<int64_t> shape{size_};
   for (int64_t d : source.sizes()) shape.push_back(d);
   at::Tensor stacked = at::empty(shape, source.options());
@@ -87,9 +86,7 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::allreduce(std::vector<at::Tensor>& t
     work->setOutputs({tensor});
     return work;
   }
-  at::Tensor buffer = opts.reduceOp.op_ == c10d::ReduceOp::PREMUL_SUM
-                          ? preMultiplied(tensor, opts.reduceOp)
-                          : hostContiguous(tensor);
+  at::Tensor buffer = reductionBuffer(tensor, opts.reduceOp);
   at::Tensor flat = at::isComplexType(buffer.scalar_type()) ? at::view_as_real(buffer) : buffer;
   auto work = newWork(c10d::OpType::ALLREDUCE, what + " (" + opName(opts.reduceOp.op_) + ")");
   issue(*work, what, [&](gyreComm_t comm, gyreRequest_t* request) {
@@ -147,9 +144,7 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::reduce(std::vector<at::Tensor>& tens
     work->setOutputs({tensor});
     return work;
   }
-  at::Tensor buffer = opts.reduceOp.op_ == c10d::ReduceOp::PREMUL_SUM
-                          ? preMultiplied(tensor, opts.reduceOp)
-                          : hostContiguous(tensor);
+  at::Tensor buffer = reductionBuffer(tensor, opts.reduceOp);
   at::Tensor flat = at::isComplexType(buffer.scalar_type()) ? at::view_as_real(buffer) : buffer;
   auto work = newWork(c10d::OpType::REDUCE, what + " (" + opName(opts.reduceOp.op_) + ")");
   issue(*work, what, [&](gyreComm_t comm, gyreRequest_t* request) {

@@ -46,6 +46,12 @@ at::Tensor reduceLocally(const at::Tensor& stacked, c10d::ReduceOp::RedOpType op
 // For PREMUL_SUM: input * factor as a new host tensor (its dtype unchanged).
 at::Tensor preMultiplied(const at::Tensor& input, const c10d::ReduceOp& op);
 
+// The host buffer a reduction of `t` runs on: PREMUL_SUM's scaled copy, else
+// hostContiguous(t).
+inline at::Tensor reductionBuffer(const at::Tensor& t, const c10d::ReduceOp& op) {
+  return op.op_ == c10d::ReduceOp::PREMUL_SUM ? preMultiplied(t, op) : hostContiguous(t);
+}
+
 // The single tensor of a call that takes a list (torch 1.13's multi-device form).
 const at::Tensor& single(const std::vector<at::Tensor>& tensors, const char* call);
 
