@@ -14,23 +14,11 @@ stdout; exit status 0 when the run measured something.
 """
 import argparse
 import datetime
-import os
-import socket
 import sys
 import time
 import traceback
 
-
-def parse_bytes(text):
-    text = text.strip().upper()
-    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
-    return int(text[:-1] if text[-1:] in "KMG" else text) * scale
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from torch_bench_util import free_port, parse_bytes
 
 
 def worker(rank, args, port, queue):

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """torch.distributed on backend gyre against gloo, side by side in one run:
 all_reduce (float32, in place) 8 B .. 64 MiB, gyre-bench's own all-reduce on the same
-sizes (what the binding costs), and DDP samples/s of python/examples/ddp_train.py
-(the MLP and the conv model) with its ceiling: the same ranks exchanging no gradients.
+sizes (what the binding costs), and DDP samples/s and test accuracy of
+python/examples/ddp_train.py (the MLP, the conv net with BatchNorm and LeNet-5) over
+whole epochs, with a third run of the same ranks exchanging no gradients at all
+(`--hook local`: compute and DDP's own work only; not a strict bound, see the README).
 
   PYTHONPATH=<gyre_torch build> python3 bench/torch_backend_bench.py -N 4 \\
-      --gyre-bin build/bin [--repeat 2] [--max-bytes 64M] [--ddp-steps 150]
+      --gyre-bin build/bin [--repeat 2] [--max-bytes 64M] [--ddp-epochs 2]
 
 Per size: warm-up calls, a barrier, `iters` back-to-back all_reduce calls; time = the
 largest over ranks of the mean per call (the peers' rule); busbw = bytes / time x
@@ -15,29 +17,17 @@ number is printed and the table shows min..max.
 import argparse
 import json
 import os
-import re
-import socket
 import subprocess
 import sys
 import time
+
+from torch_bench_util import free_port, parse_bytes
 
 import torch
 import torch.distributed as dist
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRAIN = os.path.join(HERE, "..", "python", "examples", "ddp_train.py")
-
-
-def parse_bytes(text):
-    text = text.strip().upper()
-    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
-    return int(text[:-1] if text[-1:] in "KMG" else text) * scale
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def sweep_rank(rank, world, backend, init, sizes, queue):
@@ -85,9 +75,9 @@ def gyre_bench(gyre_bin, world, max_bytes):
     return times
 
 
-def ddp(backend, world, model, steps, hook="none"):
+def ddp(backend, world, model, epochs, hook="none"):
     cmd = [sys.executable, TRAIN, "--backend", backend, "-N", str(world), "--model", model,
-           "--steps", str(steps), "--epochs", "5", "--hook", hook]
+           "--epochs", str(epochs), "--hook", hook]
     out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, timeout=900, check=True).stdout
     return json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
 
@@ -107,7 +97,7 @@ def main():
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--max-bytes", default="64M")
     p.add_argument("--gyre-bin", default="")
-    p.add_argument("--ddp-steps", type=int, default=150)
+    p.add_argument("--ddp-epochs", type=int, default=2)
     p.add_argument("--no-ddp", action="store_true")
     p.add_argument("--no-sweep", action="store_true")
     args = p.parse_args()
@@ -146,23 +136,25 @@ def main():
         print("| " + " | ".join(row) + " |")
     if args.no_ddp:
         return
-    print(f"\n## DDP samples/s, {n} ranks ({args.ddp_steps} steps, batch 64 per rank)\n")
-    # ceiling: the same ranks with no gradient exchange at all (ddp_train.py --hook
-    # local): what any backend could reach at best, compute and DDP's own work only.
-    print("| model | gyre samples/s | gloo samples/s | gyre/gloo | ceiling samples/s | "
-          "ceiling/gloo | test acc gyre / gloo |")
+    print(f"\n## DDP samples/s, {n} ranks ({args.ddp_epochs} epochs, batch 64 per rank)\n")
+    # no exchange: the same ranks with no gradient exchange at all (ddp_train.py --hook
+    # local), compute and DDP's own work only. Free-running ranks time-share the cores
+    # differently from ranks that meet every step, so this is a reference, not a bound.
+    print("| model | gyre samples/s | gloo samples/s | gyre/gloo | no exchange samples/s | "
+          "no exchange/gloo | test acc gyre / gloo |")
     print("|---|---|---|---|---|---|---|")
-    for model in ("mlp", "conv"):
+    for model in ("mlp", "conv", "lenet"):
         res = {"gyre": [], "gloo": [], "local": []}
         for _ in range(args.repeat):
             for backend in ("gyre", "gloo", "local"):
                 res[backend].append(ddp("gyre" if backend == "local" else backend, n, model,
-                                        args.ddp_steps, hook="local" if backend == "local"
+                                        args.ddp_epochs, hook="local" if backend == "local"
                                         else "none"))
         g = [x["samples_per_s"] for x in res["gyre"]]
         o = [x["samples_per_s"] for x in res["gloo"]]
         c = [x["samples_per_s"] for x in res["local"]]
-        acc = f"{res['gyre'][-1]['test_acc']:.4f} / {res['gloo'][-1]['test_acc']:.4f}"
+        acc = (f"{span([x['test_acc'] for x in res['gyre']], '{:.4f}')} / "
+               f"{span([x['test_acc'] for x in res['gloo']], '{:.4f}')}")
         print(f"| {model} | {span(g, '{:.0f}')} | {span(o, '{:.0f}')} | "
               f"{span([min(g) / max(o), max(g) / min(o)], '{:.2f}x')} | {span(c, '{:.0f}')} | "
               f"{span([min(c) / max(o), max(c) / min(o)], '{:.2f}x')} | {acc} |", flush=True)
