@@ -12,7 +12,8 @@ whole epochs, with a third run of the same ranks exchanging no gradients at all
 Per size: warm-up calls, a barrier, `iters` back-to-back all_reduce calls; time = the
 largest over ranks of the mean per call (the peers' rule); busbw = bytes / time x
 2(n-1)/n, GB/s = 1e9 B/s. The variants alternate within each repeat; every repeat's
-number is printed and the table shows min..max.
+number is printed and the table shows min..max; a ratio is taken within each repeat
+(variants that ran back to back) and its min..max over the repeats shown.
 """
 import argparse
 import json
@@ -123,14 +124,16 @@ def main():
     for s in sizes:
         g = [x[s] for x in runs["gyre"]]
         o = [x[s] for x in runs["gloo"]]
-        ratio = [min(o) / max(g), max(o) / min(g)]
+        # Ratios pair the runs of one repeat (they ran back to back), not one repeat's
+        # best with another's worst.
+        ratio = [og / gg for gg, og in zip(g, o)]
         row = [str(s), span([x * 1e6 for x in g], "{:.0f}"), span([x * 1e6 for x in o], "{:.0f}"),
                span([busbw(s, x, n) for x in g], "{:.3f}"), span([busbw(s, x, n) for x in o], "{:.3f}"),
                span(ratio, "{:.1f}x")]
         b = [x[s] for x in runs["gyre-bench"] if s in x]
         if b:
             row += [span([busbw(s, x, n) for x in b], "{:.3f}"),
-                    span([min(b) / max(g), max(b) / min(g)], "{:.0%}")]
+                    span([bb / gg for gg, bb in zip(g, b)], "{:.0%}")]
         else:
             row += ["-", "-"]
         print("| " + " | ".join(row) + " |")
@@ -156,8 +159,8 @@ def main():
         acc = (f"{span([x['test_acc'] for x in res['gyre']], '{:.4f}')} / "
                f"{span([x['test_acc'] for x in res['gloo']], '{:.4f}')}")
         print(f"| {model} | {span(g, '{:.0f}')} | {span(o, '{:.0f}')} | "
-              f"{span([min(g) / max(o), max(g) / min(o)], '{:.2f}x')} | {span(c, '{:.0f}')} | "
-              f"{span([min(c) / max(o), max(c) / min(o)], '{:.2f}x')} | {acc} |", flush=True)
+              f"{span([a / b for a, b in zip(g, o)], '{:.2f}x')} | {span(c, '{:.0f}')} | "
+              f"{span([a / b for a, b in zip(c, o)], '{:.2f}x')} | {acc} |", flush=True)
 
 
 if __name__ == "__main__":
