@@ -178,15 +178,15 @@ std::vector<uint8_t> withType(DataType dtype, F&& f) {
   return {};
 }
 
-inline std::vector<uint8_t> reference(DataType dtype, ReduceOp op, const uint8_t* a, const uint8_t* b,
-                               size_t n, uint32_t divisor) {
+inline std::vector<uint8_t> reference(DataType dtype, ReduceOp op, const uint8_t* a,
+                                      const uint8_t* b, size_t n, uint32_t divisor) {
   return withType(dtype, [&](auto tag) {
     return referenceTyped<typename decltype(tag)::type>(op, a, b, n, divisor);
   });
 }
 
 inline std::vector<uint8_t> referenceScale(DataType dtype, const uint8_t* src, size_t n,
-                                    uint32_t divisor) {
+                                           uint32_t divisor) {
   return withType(dtype, [&](auto tag) {
     return referenceScaleTyped<typename decltype(tag)::type>(src, n, divisor);
   });
