@@ -1,6 +1,6 @@
-// The bootstrap store: TcpStore over loopback (threads and forked processes), its
-// failure modes (timeouts, unreachable or taken ports, hostile bytes, a server that
-// goes away), PrefixStore, and the pure wire parsers.
+// The bootstrap store: TcpStore over loopback (threads and forked processes), reaching
+// and serving it (timeouts, unreachable or taken ports, IPv6), and PrefixStore. Hostile
+// clients are tcp_store_hostile_test.cc, the wire parsers store_protocol_test.cc.
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -20,6 +20,7 @@
 #include "store/store.h"
 #include "store/store_protocol.h"
 #include "store/tcp_store.h"
+#include "tests/store_test_support.h"
 #include "transport/socket.h"
 
 namespace gyre {
@@ -28,57 +29,7 @@ namespace {
 using namespace std::chrono_literals;
 using namespace std::string_literals;
 using std::chrono::milliseconds;
-
-constexpr milliseconds kShort = 200ms;
-constexpr milliseconds kLong = 10s;  // for calls that must succeed; never waited out
-
-std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
-
-milliseconds since(Clock::time_point start) {
-  return std::chrono::duration_cast<milliseconds>(Clock::now() - start);
-}
-
-// Runs `f`, which must throw gyre::Error; returns it.
-template <typename F>
-Error expectError(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no gyre::Error thrown";
-  return Error(ErrorCode::kInternal, "none");
-}
-
-// A raw TCP connection to the store, to speak to it as a broken or hostile client.
-Fd rawConnect(uint16_t port) {
-  Fd fd = connectWithRetry(SocketAddress::resolve("127.0.0.1", port), Clock::now() + kLong);
-  return fd;
-}
-
-// Reads until the peer closes; returns what arrived. Fails the test if the peer keeps
-// the connection open past 5 s.
-std::vector<uint8_t> readUntilClosed(int fd) {
-  std::vector<uint8_t> got;
-  auto deadline = Clock::now() + 5s;
-  for (;;) {
-    uint8_t buf[4096];
-    ssize_t r = ::recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-    if (r > 0) {
-      got.insert(got.end(), buf, buf + r);
-      continue;
-    }
-    if (r == 0 || (r < 0 && errno == ECONNRESET)) return got;
-    if (!pollUntil(fd, POLLIN, deadline)) {
-      ADD_FAILURE() << "the store kept a bad connection open";
-      return got;
-    }
-  }
-}
-
-void sendAll(int fd, const std::vector<uint8_t>& data) {
-  writeExact(fd, data.data(), data.size(), Clock::now() + kLong);
-}
+using namespace store_test;
 
 // ---- TcpStore: the operations ----------------------------------------------------------
 
@@ -367,106 +318,6 @@ TEST(TcpStore, ServesOverIpv6Loopback) {
   EXPECT_EQ(server->getString("k"), "v6");
 }
 
-// ---- Hostile and broken clients --------------------------------------------------------
-
-TEST(TcpStore, GarbageClosesOnlyThatConnection) {
-  auto server = TcpStore::serve("127.0.0.1", 0, kLong);
-  auto client = TcpStore::connect("127.0.0.1", server->port(), kLong);
-  client->setString("before", "1");
-
-  {  // not a gyre client at all
-    Fd raw = rawConnect(server->port());
-    sendAll(raw.get(), bytes("GET / HTTP/1.1\r\n\r\n"));
-    EXPECT_TRUE(readUntilClosed(raw.get()).empty());
-  }
-  {  // a good hello, then bytes that are no request
-    Fd raw = rawConnect(server->port());
-    std::vector<uint8_t> msg = encodeStoreHello();
-    std::vector<uint8_t> junk = {9, 0, 0, 0, 0xEE, 1, 2, 3, 4};  // unknown command 0xEE
-    msg.insert(msg.end(), junk.begin(), junk.end());
-    sendAll(raw.get(), msg);
-    EXPECT_EQ(readUntilClosed(raw.get()), encodeStoreHello());  // its hello, then close
-  }
-  {  // a declared length far over the limit: refused before any body arrives
-    Fd raw = rawConnect(server->port());
-    std::vector<uint8_t> msg = encodeStoreHello();
-    std::vector<uint8_t> huge = {0xFF, 0xFF, 0xFF, 0xFF, 1};
-    msg.insert(msg.end(), huge.begin(), huge.end());
-    sendAll(raw.get(), msg);
-    EXPECT_EQ(readUntilClosed(raw.get()), encodeStoreHello());
-  }
-  {  // a value length over the limit inside a message of allowed size
-    Fd raw = rawConnect(server->port());
-    std::vector<uint8_t> msg = encodeStoreHello();
-    std::vector<uint8_t> set = {18,  0,    0,    0,    1,    1, 0, 0, 0,
-                                'k', 0xFF, 0xFF, 0xFF, 0x7F, 0, 0, 0, 0};
-    msg.insert(msg.end(), set.begin(), set.end());
-    sendAll(raw.get(), msg);
-    EXPECT_EQ(readUntilClosed(raw.get()), encodeStoreHello());
-  }
-  {  // a client of another protocol version gets the store's hello, then is closed
-    Fd raw = rawConnect(server->port());
-    sendAll(raw.get(), encodeStoreHello(kStoreProtocolVersion + 1));
-    EXPECT_EQ(readUntilClosed(raw.get()), encodeStoreHello());
-  }
-  {  // a client that leaves in the middle of a held get
-    Fd raw = rawConnect(server->port());
-    std::vector<uint8_t> msg = encodeStoreHello();
-    StoreRequest get;
-    get.command = StoreCommand::kGet;
-    get.keys = {"never"};
-    std::vector<uint8_t> req = encodeStoreRequest(get);
-    msg.insert(msg.end(), req.begin(), req.end());
-    sendAll(raw.get(), msg);
-  }
-  EXPECT_EQ(client->getString("before"), "1");
-  client->setString("never", "now");  // wakes no one: the waiter above is gone
-  auto third = TcpStore::connect("127.0.0.1", server->port(), kLong);
-  EXPECT_EQ(third->getString("never"), "now");
-}
-
-TEST(TcpStore, ConnectingToSomethingElseFailsClearly) {
-  Fd listening = listenOn(SocketAddress::resolve("127.0.0.1", 0));
-  uint16_t port = SocketAddress::ofSocket(listening.get()).port();
-  std::thread impostor([&] {
-    Fd conn = acceptUntil(listening.get(), Clock::now() + kLong);
-    std::vector<uint8_t> answer = bytes("HTTP/1.1 400 Bad Request\r\n\r\n");
-    sendAll(conn.get(), answer);
-    std::this_thread::sleep_for(100ms);
-  });
-  Error e = expectError([&] { TcpStore::connect("127.0.0.1", port, kLong); });
-  impostor.join();
-  std::string what = e.what();
-  EXPECT_NE(what.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << what;
-  EXPECT_NE(what.find("magic"), std::string::npos) << what;
-}
-
-TEST(TcpStore, DestroyingTheServerFailsAWaitingClientPromptly) {
-  auto server = TcpStore::serve("127.0.0.1", 0, 30s);
-  auto client = TcpStore::connect("127.0.0.1", server->port(), 30s);
-  std::atomic<bool> failed{false};
-  Clock::time_point failedAt;
-  std::thread waiter([&] {
-    Error e = expectError([&] { client->get("never"); });
-    failedAt = Clock::now();
-    EXPECT_EQ(e.code(), ErrorCode::kRemoteError) << e.what();
-    EXPECT_NE(std::string(e.what()).find("never"), std::string::npos) << e.what();
-    failed = true;
-  });
-  std::this_thread::sleep_for(100ms);
-  auto start = Clock::now();
-  server.reset();
-  EXPECT_LT(since(start), 2s);  // the destructor does not wait for clients
-  waiter.join();
-  EXPECT_TRUE(failed.load());
-  EXPECT_LT(failedAt - start, 2s);
-
-  // Later calls fail at once rather than waiting out the timeout.
-  start = Clock::now();
-  EXPECT_EQ(expectError([&] { client->setString("k", "v"); }).code(), ErrorCode::kRemoteError);
-  EXPECT_LT(since(start), 1s);
-}
-
 // ---- PrefixStore -------------------------------------------------------------------------
 
 TEST(PrefixStore, KeepsKeysApart) {
@@ -495,116 +346,6 @@ TEST(PrefixStore, KeepsKeysApart) {
   nested.setTimeout(kShort);
   EXPECT_EQ(inner->timeout(), kShort);
   EXPECT_EQ(expectError([&] { b.get("only-a"); }).code(), ErrorCode::kTimeout);
-}
-
-// ---- The wire parsers ----------------------------------------------------------------------
-
-StoreRequest roundTrip(const StoreRequest& in) {
-  std::vector<uint8_t> wire = encodeStoreRequest(in);
-  size_t consumed = 0;
-  std::string error;
-  // Every proper prefix is incomplete, never an error.
-  for (size_t n = 0; n < wire.size(); ++n) {
-    EXPECT_FALSE(parseStoreRequest(std::span(wire.data(), n), &consumed, &error));
-    EXPECT_EQ(error, "") << "prefix of " << n << " bytes";
-  }
-  wire.push_back(0xAB);  // the start of the next message is left alone
-  auto out = parseStoreRequest(wire, &consumed, &error);
-  EXPECT_TRUE(out) << error;
-  EXPECT_EQ(consumed, wire.size() - 1);
-  return out.value_or(StoreRequest{});
-}
-
-TEST(StoreProtocol, RequestsRoundTrip) {
-  StoreRequest set;
-  set.command = StoreCommand::kSet;
-  set.keys = {"key"};
-  set.value = bytes("value\0with\xff bytes"s);
-  StoreRequest out = roundTrip(set);
-  EXPECT_EQ(out.command, StoreCommand::kSet);
-  EXPECT_EQ(out.keys, set.keys);
-  EXPECT_EQ(out.value, set.value);
-
-  StoreRequest add;
-  add.command = StoreCommand::kAdd;
-  add.keys = {"n"};
-  add.delta = -1234567890123;
-  EXPECT_EQ(roundTrip(add).delta, add.delta);
-
-  StoreRequest wait;
-  wait.command = StoreCommand::kWait;
-  wait.keys = {"a", "", "ccc"};
-  EXPECT_EQ(roundTrip(wait).keys, wait.keys);
-}
-
-TEST(StoreProtocol, RepliesRoundTrip) {
-  for (StoreReplyType type : {StoreReplyType::kOk, StoreReplyType::kValue, StoreReplyType::kInteger,
-                              StoreReplyType::kBool, StoreReplyType::kError}) {
-    StoreReply in;
-    in.type = type;
-    in.value = bytes("v");
-    in.integer = INT64_MIN;
-    in.flag = true;
-    in.message = "why";
-    std::vector<uint8_t> wire = encodeStoreReply(in);
-    size_t consumed = 0;
-    std::string error;
-    auto out = parseStoreReply(wire, &consumed, &error);
-    ASSERT_TRUE(out) << error;
-    EXPECT_EQ(consumed, wire.size());
-    EXPECT_EQ(out->type, type);
-    EXPECT_EQ(out->value, type == StoreReplyType::kValue ? in.value : std::vector<uint8_t>{});
-    EXPECT_EQ(out->integer, type == StoreReplyType::kInteger ? INT64_MIN : 0);
-    EXPECT_EQ(out->flag, type == StoreReplyType::kBool);
-    EXPECT_EQ(out->message, type == StoreReplyType::kError ? "why" : "");
-  }
-}
-
-TEST(StoreProtocol, MalformedMessagesAreErrors) {
-  auto requestError = [](std::vector<uint8_t> wire) {
-    size_t consumed = 0;
-    std::string error;
-    EXPECT_FALSE(parseStoreRequest(wire, &consumed, &error));
-    EXPECT_EQ(consumed, 0u);
-    return error;
-  };
-  // Oversized and undersized declared lengths are caught from the 4 length bytes alone.
-  EXPECT_NE(requestError({0xFF, 0xFF, 0xFF, 0xFF}), "");
-  EXPECT_NE(requestError({4, 0, 0, 0}), "");
-  EXPECT_NE(requestError({5, 0, 0, 0, 0x77}), "");                       // unknown command
-  EXPECT_NE(requestError({9, 0, 0, 0, 2, 9, 0, 0, 0}), "");              // key past the end
-  EXPECT_NE(requestError({10, 0, 0, 0, 2, 0, 0, 0, 0, 'x'}), "");        // trailing byte
-  EXPECT_NE(requestError({10, 0, 0, 0, 2, 1, 0x10, 0, 0, 'x'}), "");     // key over 4 KiB
-  EXPECT_NE(requestError({9, 0, 0, 0, 4, 0xFF, 0xFF, 0xFF, 0xFF}), "");  // too many keys
-  EXPECT_NE(requestError({8, 0, 0, 0, 3, 0, 0, 0}), "");                 // add without delta
-
-  size_t consumed = 0;
-  std::string error;
-  std::vector<uint8_t> reply = {6, 0, 0, 0, 4, 2};  // a bool that is 2
-  EXPECT_FALSE(parseStoreReply(reply, &consumed, &error));
-  EXPECT_NE(error, "");
-
-  EXPECT_FALSE(parseStoreHello(bytes("GY"), &consumed, &error));
-  EXPECT_EQ(error, "");  // a prefix of the magic: wait for more
-  EXPECT_FALSE(parseStoreHello(bytes("GE"), &consumed, &error));
-  EXPECT_NE(error, "");  // turned away at the second byte
-  EXPECT_EQ(parseStoreHello(encodeStoreHello(7), &consumed, &error), 7u);
-}
-
-TEST(StoreProtocol, EncodersRefuseWhatParsersWouldRefuse) {
-  StoreRequest set;
-  set.command = StoreCommand::kSet;
-  set.keys = {std::string(kStoreMaxKeyBytes + 1, 'k')};
-  EXPECT_EQ(expectError([&] { encodeStoreRequest(set); }).code(), ErrorCode::kInvalidArgument);
-  set.keys = {std::string(kStoreMaxKeyBytes, 'k')};
-  set.value.resize(kStoreMaxValueBytes + 1);
-  EXPECT_EQ(expectError([&] { encodeStoreRequest(set); }).code(), ErrorCode::kInvalidArgument);
-  set.value.resize(kStoreMaxValueBytes);  // the largest message is exactly at the limit
-  std::vector<uint8_t> wire = encodeStoreRequest(set);
-  EXPECT_EQ(wire.size(), kStoreMaxMessageBytes);
-  size_t consumed = 0;
-  std::string error;
-  EXPECT_TRUE(parseStoreRequest(wire, &consumed, &error)) << error;
 }
 
 }  // namespace
