@@ -22,7 +22,7 @@ TEST_F(ShmPipeTest, ReceiverTimesOutNamingThePeerRank) {
   });
   auto rx = ShmRecvPipe::create(name(1, 0), 4, 64, 1, child.pid());
   auto start = Clock::now();
-  Error e = errorOf([&] { rx->wait(within(200ms)); });
+  Error e = expectError([&] { rx->wait(within(200ms)); });
   double ms = msSince(start);
   EXPECT_EQ(e.code(), ErrorCode::kTimeout) << e.what();
   EXPECT_NE(std::string(e.what()).find("peer rank 1"), std::string::npos) << e.what();
@@ -38,7 +38,7 @@ TEST_F(ShmPipeTest, SenderTimesOutWaitingForACredit) {
     tx->acquire(within(1s));
     tx->post(1, tagOf(i, 1));
   }
-  Error e = errorOf([&] { tx->acquire(within(100ms)); });
+  Error e = expectError([&] { tx->acquire(within(100ms)); });
   EXPECT_EQ(e.code(), ErrorCode::kTimeout) << e.what();
   EXPECT_NE(std::string(e.what()).find("peer rank 3"), std::string::npos) << e.what();
   EXPECT_NE(std::string(e.what()).find("free slot"), std::string::npos) << e.what();
@@ -75,7 +75,7 @@ TEST_F(ShmPipeTest, ReceiverLearnsOfAKilledSenderPromptly) {
   rx->wait(within(20s));
   rx->release();
   DelayedKill killer(child, 100ms);
-  Error e = errorOf([&] { rx->wait(within(20s)); });
+  Error e = expectError([&] { rx->wait(within(20s)); });
   double ms = msSince(killer.join());
   EXPECT_EQ(e.code(), ErrorCode::kRemoteError) << e.what();
   EXPECT_NE(std::string(e.what()).find(fmt::format("peer rank 1 (pid {}) exited", child.pid())),
@@ -97,7 +97,7 @@ TEST_F(ShmPipeTest, SenderLearnsOfAKilledReceiverPromptly) {
     tx->post(0, tagOf(i, 0));
   }
   DelayedKill killer(child, 100ms);
-  Error e = errorOf([&] { tx->acquire(within(20s)); });
+  Error e = expectError([&] { tx->acquire(within(20s)); });
   double ms = msSince(killer.join());
   EXPECT_EQ(e.code(), ErrorCode::kRemoteError) << e.what();
   EXPECT_NE(std::string(e.what()).find("peer rank 1"), std::string::npos) << e.what();
@@ -108,7 +108,7 @@ TEST_F(ShmPipeTest, SenderLearnsOfAKilledReceiverPromptly) {
 TEST_F(ShmPipeTest, OpenFailsPromptlyWhenTheCreatorDies) {
   Child child([&] { std::this_thread::sleep_for(60s); });  // never creates
   DelayedKill killer(child, 100ms);
-  Error e = errorOf([&] { ShmSendPipe::open(name(0, 1), 1, child.pid(), within(20s)); });
+  Error e = expectError([&] { ShmSendPipe::open(name(0, 1), 1, child.pid(), within(20s)); });
   double ms = msSince(killer.join());
   EXPECT_EQ(e.code(), ErrorCode::kRemoteError) << e.what();
   EXPECT_LT(ms, 100);
@@ -131,7 +131,7 @@ TEST_F(ShmPipeTest, ReceiverKilledBeforeTheSenderOpenedLeavesNothingOnceOpened) 
   EXPECT_FALSE(ShmSegment::exists(name(0, 1)));
   tx->acquire(within(20s));
   tx->post(0, Tag{});
-  Error e = errorOf([&] { tx->acquire(within(20s)); });
+  Error e = expectError([&] { tx->acquire(within(20s)); });
   EXPECT_EQ(e.code(), ErrorCode::kRemoteError) << e.what();
 }
 
@@ -144,7 +144,7 @@ TEST_F(ShmPipeTest, SlicesPostedBeforeTheSenderExitsAreStillDelivered) {
   auto rx = ShmRecvPipe::create(name(1, 0), 4, 128, 1, child.pid());
   EXPECT_EQ(child.join(), 0);
   EXPECT_EQ(recvStream(*rx, 3, 4), "");
-  Error e = errorOf([&] { rx->wait(within(20s)); });
+  Error e = expectError([&] { rx->wait(within(20s)); });
   EXPECT_EQ(e.code(), ErrorCode::kRemoteError) << e.what();
   EXPECT_NE(std::string(e.what()).find("closed"), std::string::npos) << e.what();
 }
@@ -159,14 +159,14 @@ TEST_F(ShmPipeTest, AbortFromAnotherThreadEndsAWait) {
     abortedAt = Clock::now();
     aborted.store(true);
   });
-  Error e = errorOf([&] { rx->wait(within(20s, &aborted)); });
+  Error e = expectError([&] { rx->wait(within(20s, &aborted)); });
   aborter.join();
   EXPECT_EQ(e.code(), ErrorCode::kAborted) << e.what();
   EXPECT_LT(msSince(abortedAt), 100);
   // The sending side too, blocked on a credit.
   tx->acquire(within(1s));
   tx->post(0, Tag{});
-  e = errorOf([&] { tx->acquire(within(20s, &aborted)); });
+  e = expectError([&] { tx->acquire(within(20s, &aborted)); });
   EXPECT_EQ(e.code(), ErrorCode::kAborted) << e.what();
 }
 

@@ -23,6 +23,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
+#include "tests/expect_error.h"
 #include "transport/shm/shm_pipe.h"
 #include "transport/shm/shm_segment.h"
 
@@ -42,18 +43,6 @@ inline WaitContext within(Clock::duration d, const std::atomic<bool>* aborted = 
 
 inline double msSince(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-}
-
-// The Error that f() throws; a test failure if it throws none.
-template <typename F>
-Error errorOf(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected a gyre::Error";
-  return Error(ErrorCode::kInternal, "(none thrown)");
 }
 
 inline void require(bool ok, const std::string& what) {

@@ -32,7 +32,7 @@ TEST_F(ShmPipeTest, BogusSegmentsAreRefusedOnOpen) {
   using namespace shm_layout;
   auto refused = [&](const std::string& n, const char* why) {
     auto start = Clock::now();
-    Error e = errorOf([&] { ShmSendPipe::open(n, 3, ::getpid(), within(5s)); });
+    Error e = expectError([&] { ShmSendPipe::open(n, 3, ::getpid(), within(5s)); });
     EXPECT_EQ(e.code(), ErrorCode::kRemoteError) << why << ": " << e.what();
     EXPECT_LT(msSince(start), 1000) << why << ": refused at once, not at the deadline";
     return std::string(e.what());
@@ -99,17 +99,17 @@ TEST_F(ShmPipeTest, CorruptCountersAndSizesAreErrorsNotOutOfBounds) {
   // A slice claiming more bytes than a slot holds.
   descs[0].bytes = 1 << 20;
   h.posted.store(1);
-  Error e = errorOf([&] { rx->wait(within(1s)); });
+  Error e = expectError([&] { rx->wait(within(1s)); });
   EXPECT_EQ(e.code(), ErrorCode::kRemoteError) << e.what();
   EXPECT_NE(std::string(e.what()).find("corrupt"), std::string::npos) << e.what();
   // More slices posted than there are slots.
   h.posted.store(100);
-  e = errorOf([&] { rx->wait(within(1s)); });
+  e = expectError([&] { rx->wait(within(1s)); });
   EXPECT_EQ(e.code(), ErrorCode::kRemoteError) << e.what();
   // A sender whose receiver "released" more than was posted.
   auto tx = ShmSendPipe::attach(*rx, 3);
   h.released.store(50);
-  e = errorOf([&] {
+  e = expectError([&] {
     for (int i = 0; i < 5; ++i) {
       tx->acquire(within(1s));
       tx->post(0, Tag{});
@@ -120,7 +120,7 @@ TEST_F(ShmPipeTest, CorruptCountersAndSizesAreErrorsNotOutOfBounds) {
 
 TEST_F(ShmPipeTest, TooSmallDevShmIsReportedAtCreation) {
   size_t huge = size_t{1} << 50;  // 1 PiB: larger than any /dev/shm
-  Error e = errorOf([&] { ShmSegment::create(name(0, 1), huge); });
+  Error e = expectError([&] { ShmSegment::create(name(0, 1), huge); });
   EXPECT_EQ(e.code(), ErrorCode::kSystemError);
   EXPECT_NE(std::string(e.what()).find("/dev/shm is too small"), std::string::npos) << e.what();
   EXPECT_NE(std::string(e.what()).find(std::to_string(huge)), std::string::npos) << e.what();
@@ -133,18 +133,18 @@ TEST_F(ShmPipeTest, TooSmallDevShmIsReportedAtCreation) {
 TEST_F(ShmPipeTest, SegmentBasics) {
   auto seg = ShmSegment::create(name(0, 1), 100);
   EXPECT_EQ(seg.size(), 100u);
-  Error e = errorOf([&] { ShmSegment::create(name(0, 1), 100); });
+  Error e = expectError([&] { ShmSegment::create(name(0, 1), 100); });
   EXPECT_EQ(e.code(), ErrorCode::kSystemError);
   EXPECT_NE(std::string(e.what()).find("already exists"), std::string::npos) << e.what();
   EXPECT_TRUE(ShmSegment::unlink(name(0, 1)));
   EXPECT_FALSE(ShmSegment::unlink(name(0, 1)));
   EXPECT_EQ(seg.size(), 100u) << "the mapping outlives the name";
   seg.data()[99] = std::byte{1};
-  e = errorOf([&] { ShmSegment::open(name(5, 6), Clock::now() + 50ms); });
+  e = expectError([&] { ShmSegment::open(name(5, 6), Clock::now() + 50ms); });
   EXPECT_EQ(e.code(), ErrorCode::kTimeout);
-  e = errorOf([&] { ShmSegment::create("no-slash", 10); });
+  e = expectError([&] { ShmSegment::create("no-slash", 10); });
   EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
-  e = errorOf([&] { ShmRecvPipe::create(name(0, 1), 0, 64, 0, ::getpid()); });
+  e = expectError([&] { ShmRecvPipe::create(name(0, 1), 0, 64, 0, ::getpid()); });
   EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
 }
 

@@ -15,10 +15,7 @@
 namespace gyre {
 namespace {
 
-using namespace std::chrono_literals;
-using namespace std::string_literals;
-using std::chrono::milliseconds;
-using namespace store_test;
+using namespace store_test;  // with the chrono and string literals
 
 // ---- The wire parsers ----------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 // What the store tests share (store_test.cc, tcp_store_hostile_test.cc,
 // store_protocol_test.cc): the short bound that a refused or missing key is waited out
-// with, the long one for calls that must succeed, and expectError.
+// with and the long one for calls that must succeed, with the literals the tests use.
 #pragma once
 
 #include <chrono>
@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
+#include "tests/expect_error.h"
 #include "transport/socket.h"  // Clock
 
 namespace gyre::store_test {
@@ -26,18 +27,6 @@ inline std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.e
 
 inline milliseconds since(Clock::time_point start) {
   return std::chrono::duration_cast<milliseconds>(Clock::now() - start);
-}
-
-// Runs `f`, which must throw gyre::Error; returns it.
-template <typename F>
-Error expectError(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no gyre::Error thrown";
-  return Error(ErrorCode::kInternal, "none");
 }
 
 }  // namespace gyre::store_test

@@ -24,10 +24,7 @@
 namespace gyre {
 namespace {
 
-using namespace std::chrono_literals;
-using namespace std::string_literals;
-using std::chrono::milliseconds;
-using namespace store_test;
+using namespace store_test;  // with the chrono and string literals
 
 // A raw TCP connection to the store, to speak to it as a broken or hostile client.
 Fd rawConnect(uint16_t port) {
