@@ -39,8 +39,9 @@ def sweep_rank(rank, world, backend, init, sizes, queue):
     results = {}
     for size in sizes:
         t = torch.ones(max(size // 4, 1))
-        iters = max(5, min(200, (256 << 20) // size // 4))
-        for _ in range(max(2, iters // 10)):
+        # At least gyre-bench's own counts (-n 20 -w 3), so that the two compare.
+        iters = max(20, min(200, (256 << 20) // size // 4))
+        for _ in range(max(3, iters // 10)):
             dist.all_reduce(t)
         dist.barrier()
         start = time.perf_counter()
