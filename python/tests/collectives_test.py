@@ -14,6 +14,7 @@ import datetime
 import os
 import socket
 import sys
+import tempfile
 import time
 
 import torch
@@ -239,6 +240,13 @@ def check_groups_and_errors(rank, world):
         dist.all_reduce(t, group=group)
         equal(t, torch.ones(3) * sum(evens), "subgroup all_reduce")
     dist.barrier()
+    # A sparse tensor fails at once, on the rank that passed it, saying what to do.
+    try:
+        dist.all_reduce(torch.sparse_coo_tensor([[0, 2]], [1.0, 2.0], (4,)))
+        raise AssertionError("a sparse all_reduce succeeded")
+    except (ValueError, RuntimeError) as e:
+        expect("gyre" in str(e) and "Sparse" in str(e) and "to_dense" in str(e),
+               f"the sparse error says what to do: {e}")
     if world < 2:
         return
     # monitored_barrier names the ranks that did not come.
@@ -304,9 +312,15 @@ def main():
         run_rank(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), "env://")
         return
     import torch.multiprocessing as mp
-    for world in [int(w) for w in args.world.split(",")]:
-        init = f"tcp://127.0.0.1:{free_port()}"
-        mp.spawn(run_rank, args=(world, init), nprocs=world, join=True)
+    with tempfile.TemporaryDirectory(prefix="collectives_test.") as tmp:
+        for i, world in enumerate(int(w) for w in args.world.split(",")):
+            # Every other world size over a FileStore whose file does not exist yet
+            # (torch creates it on the first write; gyre's join must not wait for it).
+            init = (f"file://{tmp}/store{world}" if i % 2 else
+                    f"tcp://127.0.0.1:{free_port()}")
+            mp.spawn(run_rank, args=(world, init), nprocs=world, join=True)
+            if init.startswith("file://"):
+                print(f"world {world}: initialised over a fresh FileStore ({init})")
     print(f"torch {torch.__version__}: collectives ok at world sizes {args.world}")
 
 

@@ -90,13 +90,18 @@ class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
 # from the decorators in distributed_test.py's source (torch skips the others for any
 # backend: they need GPUs, NCCL, MPI or 4+ ranks).
 NEEDS_GPU = re.compile(
-    r'skip_if_no_gpu|skip_if_lt_x_gpu|backend_feature\["gpu"\]|backend_feature\["cuda"\]'
-    r'|BACKEND != "nccl"|BACKEND != "mpi"[,)]|require_backends?(_available)?\(\{"nccl"\}\)'
-    r'|require_world_size\([4-9]\)|skip_if_rocm_multiprocess')
+    r'skip_if_no_gpu|(?<!nccl_)skip_if_lt_x_gpu|backend_feature\["gpu"\]|backend_feature\["cuda"\]'
+    r'|BACKEND != "nccl"|BACKEND != "mpi"[,)]'
+    r'|require_backends?(_available|_is_available)?\(\{"nccl"\}\)'
+    r'|require_(exact_)?world_size\([4-9]\)|skip_if_rocm_multiprocess')
 # Tests that torch runs on gloo only, by its name (skipped for any other backend, gyre
 # included); --select gloo_only lists them.
-GLOO_BY_NAME = re.compile(r'require_backend\(\{"gloo"\}\)|BACKEND != "gloo"'
-                          r'|BACKEND != "mpi" and BACKEND != "nccl" and BACKEND != "gloo"')
+# (torch 1.13's require_backends_available({"gloo"}) only asks whether gloo is built;
+# torch 2's require_backend_is_available({"gloo"}) also wants BACKEND == "gloo".)
+# MPI_NCCL_GLOO, "mpi, nccl or gloo", is CPU-capable on gloo: it is taken out of a
+# decorator's text before NEEDS_GPU reads it (its `BACKEND != "nccl"` is not a GPU need).
+MPI_NCCL_GLOO = 'BACKEND != "mpi" and BACKEND != "nccl" and BACKEND != "gloo"'
+GLOO_BY_NAME = re.compile(r'require_backend(_is_available)?\(\{"gloo"\}\)|BACKEND != "gloo"')
 
 
 def decorators():
@@ -116,6 +121,20 @@ def decorators():
     return out
 
 
+def world_is_small(world):
+    """Whether skip_if_small_worldsize skips at this world size, read from its source:
+    torch 1.13 skips at <= 2 ranks, torch 2.x at < 8 (for any backend but MPI)."""
+    import inspect
+    from torch.testing._internal import common_distributed
+    src = inspect.getsource(common_distributed.skip_if_small_worldsize)
+    m = re.search(r'WORLD_SIZE"\]\)\s*(<=|<)\s*(\d+)', src)
+    if not m:
+        raise SystemExit("torch_dist_suite.py: cannot read skip_if_small_worldsize's "
+                         "threshold from this torch's common_distributed.py")
+    limit = int(m.group(2))
+    return world <= limit if m.group(1) == "<=" else world < limit
+
+
 def cpu_selection(names, world, gloo_only):
     decs = decorators()
     keep = []
@@ -124,9 +143,11 @@ def cpu_selection(names, world, gloo_only):
         base = n if n in decs else max((t for t in decs if n.startswith(t + "_")),
                                        key=len, default=n)
         d = decs.get(base, "")
-        if NEEDS_GPU.search(d) or re.search("cuda|nccl|gpu", n, re.IGNORECASE):
+        if NEEDS_GPU.search(d.replace(MPI_NCCL_GLOO, "")) or re.search("cuda|nccl|gpu", n, re.IGNORECASE):
             continue
-        if world <= 2 and "skip_if_small_worldsize" in d:
+        if "skip_if_small_worldsize" in d and world_is_small(world):
+            continue
+        if "skip_if_odd_worldsize" in d and world % 2:
             continue
         if bool(GLOO_BY_NAME.search(d)) == gloo_only:
             keep.append(n)

@@ -1,5 +1,6 @@
 #include "staging.h"
 
+#include <sstream>
 #include <stdexcept>
 
 namespace gyre_torch {
@@ -110,6 +111,14 @@ at::Tensor preMultiplied(const at::Tensor& input, const c10d::ReduceOp& op) {
   at::Tensor scaled = factor.tensor.defined() ? at::mul(host, factor.tensor.to(at::kCPU))
                                               : at::mul(host, factor.scalar);
   return scaled.to(input.scalar_type()).contiguous();  // integer inputs stay integers
+}
+
+void throwNotDense(const at::Tensor& t) {
+  std::ostringstream layout;
+  layout << t.layout();
+  throw std::invalid_argument("gyre: a tensor of layout " + layout.str() +
+                              " is not supported: gyre's collectives take dense (strided) "
+                              "tensors; pass tensor.to_dense() (sparse all_reduce: use gloo)");
 }
 
 const at::Tensor& single(const std::vector<at::Tensor>& tensors, const char* call) {

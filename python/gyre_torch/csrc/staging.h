@@ -13,9 +13,15 @@
 
 namespace gyre_torch {
 
+// Throws std::invalid_argument naming t's layout: gyre moves dense (strided) buffers only.
+[[noreturn]] void throwNotDense(const at::Tensor& t);
+
 // `t` itself when gyre can use it in place (a contiguous CPU tensor), else a contiguous
-// host copy (the caller copies results back).
+// host copy (the caller copies results back). Every tensor a collective hands gyre comes
+// through here, so a sparse (or other non-strided) tensor fails here with a clear error
+// instead of deep in torch's copy.
 inline at::Tensor hostContiguous(const at::Tensor& t) {
+  if (t.layout() != at::kStrided) throwNotDense(t);
   if (t.is_cpu() && t.is_contiguous()) return t;
   return t.to(at::kCPU).contiguous();
 }

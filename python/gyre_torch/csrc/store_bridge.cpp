@@ -89,6 +89,12 @@ void storeRelease(void* context) { delete static_cast<Context*>(context); }
 }  // namespace
 
 gyreStore_t makeStoreCallbacks(const c10::intrusive_ptr<c10d::Store>& store) {
+  // torch's FileStore creates its file on the first write, and its check() and get() wait
+  // (up to the store's timeout, 30 min by default) for the file to appear: gyre's join
+  // starts with a check, so on a fresh init_method="file://PATH" every rank would wait
+  // for a file none of them writes. An add of 0 writes nothing but creates the file;
+  // any other store just answers it.
+  store->add("gyre/store-opened", 0);
   gyreStore_t callbacks{};
   callbacks.context = new Context{store};
   callbacks.set = storeSet;
