@@ -4,10 +4,7 @@
 // Contract:
 //   submit(op)  queues op and returns its Work at once; a worker thread (started at the
 //               first submit) runs queued ops in order. An exception thrown by op ends
-//               up in the Work. A thread that calls the Work's untimed wait() while op
-//               is next in line and nothing runs takes op and runs it itself (the worker
-//               finds it gone): issue-then-wait, which is every torch.distributed call
-//               without async_op, then costs no hand-off to the worker and back.
+//               up in the Work.
 //   run(op)     the blocking form: when nothing is queued or running, op runs on the
 //               caller's thread (no hand-off, so a blocking call costs no thread
 //               switch); otherwise it is queued behind the others and the caller waits
@@ -19,23 +16,21 @@
 // then joins the worker.
 #pragma once
 
+#include <condition_variable>
+#include <deque>
 #include <functional>
-#include <memory>
+#include <mutex>
 #include <thread>
 
 #include "ring/work.h"
 
 namespace gyre {
 
-namespace op_queue_detail {
-struct Core;
-}  // namespace op_queue_detail
-
 class OpQueue {
  public:
   using Op = std::function<void()>;
 
-  OpQueue();
+  OpQueue() = default;
   ~OpQueue();
   OpQueue(const OpQueue&) = delete;
   OpQueue& operator=(const OpQueue&) = delete;
@@ -63,12 +58,17 @@ class OpQueue {
   bool enterInline();  // true: nothing queued or running, and this caller now runs
   void leaveInline();
 
+  struct Entry {
+    Op op;
+    std::shared_ptr<Work::State> state;
+  };
   void workerLoop();
 
-  // The queue proper, shared with the Works waiting in it (op_queue.cc): a waiter may
-  // claim its own op, so the state outlives neither; the worker exits only once nothing
-  // is queued or running.
-  std::shared_ptr<op_queue_detail::Core> core_;
+  std::mutex mu_;
+  std::condition_variable wake_;  // the worker: an entry was queued, one finished, or stop
+  std::deque<Entry> queue_;
+  bool running_ = false;  // an op is executing (inline or on the worker)
+  bool stop_ = false;
   std::thread worker_;
 };
 

@@ -1,7 +1,6 @@
 // OpQueue and Work, in one process: issue order across async and blocking operations,
-// inline execution of a blocking call when idle, a waiter running its own op when it is
-// next (and never out of turn), errors delivered to the right Work, bounded waits, and
-// destruction that finishes what was queued or claimed.
+// inline execution of a blocking call when idle, errors delivered to the right Work,
+// bounded waits, and destruction that finishes what was queued.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -46,85 +45,43 @@ TEST(OpQueue, BlockingCallRunsOnTheCallerThreadWhenIdle) {
   std::thread::id ran;
   q.run([&ran] { ran = std::this_thread::get_id(); });
   EXPECT_EQ(ran, std::this_thread::get_id());
+  q.submit([&ran] { ran = std::this_thread::get_id(); }).wait();
+  EXPECT_NE(ran, std::this_thread::get_id());  // async ones run on the worker
 }
 
-// With nobody waiting, async ops run on the worker.
-TEST(OpQueue, AsyncOpsRunOnTheWorker) {
+TEST(OpQueue, ErrorsReachTheirOwnWorkAndLaterOpsStillRun) {
   OpQueue q;
-  std::atomic<bool> go{false};
-  std::thread::id first, second;
-  Work a = q.submit([&] {
-    first = std::this_thread::get_id();
-    for (int i = 0; i < 5000 && !go.load(); ++i) std::this_thread::sleep_for(1ms);
-  });
-  Work b = q.submit([&] { second = std::this_thread::get_id(); });
-  go = true;
-  for (int i = 0; i < 5000 && !b.test(); ++i) std::this_thread::sleep_for(1ms);
-  ASSERT_TRUE(a.test() && b.test());
-  EXPECT_NE(first, std::this_thread::get_id());
-  EXPECT_EQ(first, second);
-}
-
-// A waiter whose op is next in line runs it itself. Whether the waiter or the (just
-// woken) worker gets there first is a race per call, so the count is checked over many:
-// the waiter must win some; and whoever ran each op, every op ran once, in issue order.
-TEST(OpQueue, AWaiterRunsItsOwnOpWhenItIsNext) {
-  OpQueue q;
-  const std::thread::id me = std::this_thread::get_id();
-  std::vector<int> order;
-  int onWaiter = 0;
-  for (int i = 0; i < 300; ++i) {
-    q.submit([&, i] {
-       order.push_back(i);
-       if (std::this_thread::get_id() == me) ++onWaiter;
-     }).wait();
-  }
-  ASSERT_EQ(order.size(), 300u);
-  for (int i = 0; i < 300; ++i) EXPECT_EQ(order[i], i);
-  EXPECT_GT(onWaiter, 0) << "no wait() ran its own op";
-}
-
-// A waiter only ever claims the op at the head of the queue: waiting on a later one
-// while an earlier one runs leaves both to the worker, in order, each once.
-TEST(OpQueue, AWaiterNeverRunsAnOpOutOfTurn) {
-  OpQueue q;
-  std::atomic<bool> go{false};
-  std::vector<int> order;  // written only by the op being run
-  Work a = q.submit([&] {
-    for (int i = 0; i < 5000 && !go.load(); ++i) std::this_thread::sleep_for(1ms);
-    order.push_back(0);
-  });
-  std::vector<Work> later;
-  for (int i = 1; i <= 20; ++i) later.push_back(q.submit([&order, i] { order.push_back(i); }));
-  std::vector<std::thread> waiters;
-  for (int i = 19; i >= 0; i -= 3) waiters.emplace_back([w = later[i]] { w.wait(); });
-  std::this_thread::sleep_for(10ms);
-  go = true;
-  for (auto& t : waiters) t.join();
-  for (auto& w : later) w.wait();
-  ASSERT_EQ(order.size(), 21u);
-  for (int i = 0; i <= 20; ++i) EXPECT_EQ(order[i], i);
-}
-
-// Destroying the queue while a waiter runs the op it claimed waits for that op (it uses
-// what the queue's owner destroys next), as it waits for the worker's.
-TEST(OpQueue, DestructionWaitsForAnOpAWaiterClaimed) {
-  for (int round = 0; round < 20; ++round) {
-    std::atomic<bool> finished{false};
-    std::thread waiter;
-    {
-      OpQueue q;
-      q.submit([] {}).wait();  // the worker exists, and sleeps
-      Work w = q.submit([&finished] {
-        std::this_thread::sleep_for(20ms);
-        finished = true;
-      });
-      waiter = std::thread([w] { w.wait(); });
-      std::this_thread::sleep_for(2ms);  // the waiter claims it, or the worker takes it
+  Work bad = q.submit([] { fail(ErrorCode::kMismatch, "op 1 failed"); });
+  std::atomic<bool> ran{false};
+  Work good = q.submit([&ran] { ran = true; });
+  EXPECT_NO_THROW(good.wait());
+  EXPECT_TRUE(ran.load());
+  ASSERT_TRUE(bad.test());
+  ASSERT_NE(bad.exception(), nullptr);
+  for (int i = 0; i < 2; ++i) {  // every wait throws it again
+    try {
+      bad.wait();
+      FAIL() << "wait() did not throw";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kMismatch);
+      EXPECT_STREQ(e.what(), "op 1 failed");
     }
-    EXPECT_TRUE(finished.load()) << "round " << round;
-    waiter.join();
   }
+  EXPECT_THROW(q.run([] { fail(ErrorCode::kTimeout, "inline"); }), Error);
+}
+
+TEST(OpQueue, WaitWithTimeoutReturnsFalseWhileRunning) {
+  OpQueue q;
+  std::atomic<bool> release{false};
+  Work w = q.submit([&release] {
+    for (int i = 0; i < 5000 && !release.load(); ++i) std::this_thread::sleep_for(1ms);
+  });
+  EXPECT_FALSE(w.wait(20ms));
+  EXPECT_FALSE(w.test());
+  EXPECT_EQ(w.exception(), nullptr);
+  release = true;
+  EXPECT_TRUE(w.wait(5000ms));
+  EXPECT_TRUE(w.test());
 }
 
 TEST(OpQueue, DestructionFinishesQueuedOperations) {
@@ -151,11 +108,10 @@ TEST(OpQueue, WorksMayBeWaitedOnFromOtherThreads) {
   });
   std::atomic<int> woke{0};
   std::vector<std::thread> waiters;
-  for (int i = 0; i < 4; ++i)
-    waiters.emplace_back([w, &woke] {
-      w.wait();
-      ++woke;
-    });
+  for (int i = 0; i < 4; ++i) waiters.emplace_back([w, &woke] {
+    w.wait();
+    ++woke;
+  });
   go = true;
   for (auto& t : waiters) t.join();
   EXPECT_EQ(woke.load(), 4);
