@@ -77,7 +77,7 @@ class ConvNet(nn.Module):
 
 class LeNet5(nn.Module):
     """LeCun's LeNet-5 as the PyTorch tutorials write it (ReLU, max-pool, no padding):
-    44k parameters over 4x less compute per sample than ConvNet, so the gradient
+    44k parameters over 3.7x less compute per sample than ConvNet, so the gradient
     exchange is a larger share of a step (the model a backend's speed shows in)."""
 
     def __init__(self):
