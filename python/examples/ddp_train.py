@@ -76,7 +76,8 @@ class ConvNet(nn.Module):
 
 
 class LeNet5(nn.Module):
-    """LeCun's LeNet-5 as the PyTorch tutorials write it (ReLU, max-pool, no padding):
+    """LeCun's LeNet-5 as PyTorch's "Neural Networks" tutorial writes it (ReLU, max-pool,
+    no padding), for 28x28 inputs:
     44k parameters over 3.7x less compute per sample than ConvNet, so the gradient
     exchange is a larger share of a step (the model a backend's speed shows in)."""
 
