@@ -17,12 +17,14 @@
 #include "collectives/topology_choice.h"
 #include "ring/communicator.h"
 #include "ring/spawn.h"
+#include "allreduce_check.h"
 #include "test_values.h"
 
 namespace gyre {
 namespace {
 
 using testing::check;
+using testing::checkAllReduce;
 
 // hostOf[r]: the fake host of rank r.
 SpawnOptions fakeHosts(std::vector<int> hostOf, AllReduceAlgo algo, size_t slotBytes,
@@ -36,29 +38,6 @@ SpawnOptions fakeHosts(std::vector<int> hostOf, AllReduceAlgo algo, size_t slotB
     opts.hostId = fmt::format("fake-host-{}", hostOf.at(rank));
   };
   return o;
-}
-
-void checkAllReduce(Communicator& comm, DataType t, ReduceOp op, size_t count, bool inPlace) {
-  const size_t bytes = count * dtypeSize(t);
-  std::vector<std::byte> input = testing::inputBuffer(t, op, comm.rank(), count);
-  std::vector<std::byte> output(bytes + 1, std::byte{0x5a});
-  void* recv = inPlace ? input.data() : output.data();
-  comm.allReduce(input.data(), recv, count, t, op);
-  const std::vector<std::byte> expected = testing::expectedBuffer(t, op, comm.size(), count);
-  const std::string what = fmt::format("rank {}/{}: {} {} count {} {}", comm.rank(), comm.size(),
-                                       dtypeName(t), opName(op), count,
-                                       inPlace ? "in place" : "out of place");
-  check(testing::sameBytes(recv, expected.data(), bytes), "{}: wrong result", what);
-  if (!inPlace) {
-    check(output[bytes] == std::byte{0x5a}, "{}: wrote past the end of recvbuf", what);
-    const std::vector<std::byte> again = testing::inputBuffer(t, op, comm.rank(), count);
-    check(testing::sameBytes(input.data(), again.data(), bytes), "{}: sendbuf was modified",
-          what);
-  }
-  uint64_t sum = testing::checksum(recv, bytes), lo = sum, hi = sum;
-  comm.allReduce(&lo, &lo, 1, DataType::kUint64, ReduceOp::kMin);
-  comm.allReduce(&hi, &hi, 1, DataType::kUint64, ReduceOp::kMax);
-  check(lo == hi, "{}: ranks hold different bits", what);
 }
 
 void everyDtypeOpAndCount(Communicator& comm) {

@@ -24,6 +24,7 @@
 #include "rank_harness.h"
 #include "ring/communicator.h"
 #include "store/tcp_store.h"
+#include "allreduce_check.h"
 #include "test_values.h"
 
 namespace gyre {
@@ -31,27 +32,10 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::check;
+using testing::checkAllReduce;
 using testing::NamespaceHosts;
 using testing::RankGroup;
 using testing::RankReport;
-
-void checkAllReduce(Communicator& comm, DataType t, ReduceOp op, size_t count, bool inPlace) {
-  const size_t bytes = count * dtypeSize(t);
-  std::vector<std::byte> input = testing::inputBuffer(t, op, comm.rank(), count);
-  std::vector<std::byte> output(bytes + 1, std::byte{0x5a});
-  void* recv = inPlace ? input.data() : output.data();
-  comm.allReduce(input.data(), recv, count, t, op);
-  const std::vector<std::byte> expected = testing::expectedBuffer(t, op, comm.size(), count);
-  const std::string what = fmt::format("rank {}/{} ({}): {} {} count {} {}", comm.rank(),
-                                       comm.size(), comm.allReduceAlgorithm(bytes), dtypeName(t),
-                                       opName(op), count, inPlace ? "in place" : "out of place");
-  check(testing::sameBytes(recv, expected.data(), bytes), "{}: wrong result", what);
-  if (!inPlace) check(output[bytes] == std::byte{0x5a}, "{}: wrote past recvbuf", what);
-  uint64_t sum = testing::checksum(recv, bytes), lo = sum, hi = sum;
-  comm.allReduce(&lo, &lo, 1, DataType::kUint64, ReduceOp::kMin);
-  comm.allReduce(&hi, &hi, 1, DataType::kUint64, ReduceOp::kMax);
-  check(lo == hi, "{}: ranks hold different bits", what);
-}
 
 void everyDtypeOpAndCount(Communicator& comm, int) {
   const size_t n = static_cast<size_t>(comm.size());

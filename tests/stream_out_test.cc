@@ -15,12 +15,14 @@
 #include "host_kernels/stream_copy.h"
 #include "ring/communicator.h"
 #include "ring/spawn.h"
+#include "allreduce_check.h"
 #include "test_values.h"
 
 namespace gyre {
 namespace {
 
 using testing::check;
+using testing::checkAllReduce;
 
 TEST(StreamCopy, MatchesMemcpyAtEveryAlignmentAndLength) {
   std::vector<unsigned char> src(4096 + 128), dst(4096 + 256), want(dst.size());
@@ -50,18 +52,6 @@ SpawnOptions shmOptions(bool mixed) {
     };
   }
   return o;
-}
-
-void checkAllReduce(Communicator& comm, DataType t, ReduceOp op, size_t count, bool inPlace) {
-  const size_t bytes = count * dtypeSize(t);
-  std::vector<std::byte> input = testing::inputBuffer(t, op, comm.rank(), count);
-  std::vector<std::byte> output(bytes + 1, std::byte{0x5a});
-  void* recv = inPlace ? input.data() : output.data();
-  comm.allReduce(input.data(), recv, count, t, op);
-  std::vector<std::byte> expected = testing::expectedBuffer(t, op, comm.size(), count);
-  check(std::memcmp(recv, expected.data(), bytes) == 0, "rank {}: {} {} count {} {}: wrong result",
-        comm.rank(), dtypeName(t), opName(op), count, inPlace ? "in place" : "out of place");
-  if (!inPlace) check(output[bytes] == std::byte{0x5a}, "wrote past the end of recvbuf");
 }
 
 // Counts a little above the threshold whose byte size is not a multiple of a cache line.

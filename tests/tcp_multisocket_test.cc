@@ -25,11 +25,13 @@
 #include "store/tcp_store.h"
 #include "transport/tcp/tcp_progress.h"
 #include "transport/tcp/tcp_striped_pipe.h"
+#include "tcp_pair.h"
 
 namespace gyre {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::tcpPair;
 using testing::RankGroup;
 using testing::RankReport;
 
@@ -39,13 +41,6 @@ WaitContext within(Clock::duration d) {
   WaitContext c;
   c.deadline = Clock::now() + d;
   return c;
-}
-
-std::pair<Fd, Fd> tcpPair() {
-  Fd listener = listenOn(SocketAddress::resolve("127.0.0.1", 0));
-  Fd a = connectWithRetry(SocketAddress::ofSocket(listener.get()), Clock::now() + 5s);
-  Fd b = acceptUntil(listener.get(), Clock::now() + 5s);
-  return {std::move(a), std::move(b)};
 }
 
 // A striped pipe from rank 0 to rank 1 over `lanes` loopback connections; `spy` gets a

@@ -15,25 +15,19 @@
 #include "transport/tcp/tcp_pipe.h"
 #include "transport/tcp/tcp_progress.h"
 #include "transport/wire.h"
+#include "tcp_pair.h"
 
 namespace gyre {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::tcpPair;
 
 WaitContext within(Clock::duration d) {
   WaitContext ctx;
   ctx.deadline = Clock::now() + d;
   ctx.spin = 0us;
   return ctx;
-}
-
-// A connected pair of loopback TCP sockets.
-std::pair<Fd, Fd> tcpPair() {
-  Fd listener = listenOn(SocketAddress::resolve("127.0.0.1", 0));
-  Fd a = connectWithRetry(SocketAddress::ofSocket(listener.get()), Clock::now() + 5s);
-  Fd b = acceptUntil(listener.get(), Clock::now() + 5s);
-  return {std::move(a), std::move(b)};
 }
 
 PeerStatus aborted(int suspect, const std::string& reason) {
