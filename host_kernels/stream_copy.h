@@ -13,7 +13,8 @@
 // x86-64, no dispatch needed) with plain stores for the unaligned head and tail, and ends
 // with a store fence, so the bytes are ordered before any later store of the calling
 // thread (a release that publishes them to another thread). Elsewhere it is memcpy.
-// Thread-safe, no state. Throws nothing; null pointers with bytes > 0 are undefined.
+// Thread-safe, no state. Throws nothing. With bytes == 0 nothing is touched and null
+// pointers are allowed; with bytes > 0 they are undefined.
 #pragma once
 
 #include <cstddef>

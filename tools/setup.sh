@@ -19,6 +19,7 @@ packages=(
   clang                                           # libFuzzer targets (fuzz/)
   python3                                         # install_consumer_test: libgyre_c.so from ctypes
   python3-torch libtorch-dev python3-venv         # gyre_torch (python/): torch 1.13 + c10d headers
+  pybind11-dev python3-setuptools python3-dev     # what libtorch-dev needs and does not depend on
 )
 
 missing=()
