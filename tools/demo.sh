@@ -7,8 +7,8 @@ cd "$(dirname "$0")/.."
 tools/setup.sh
 tools/build.sh
 bin=${BUILD_DIR:-build}/bin
-echo "== gyrerun -n 4 gyre-bench -b 8 -e 64M -f 4 -c 1"
-"$bin/gyrerun" -n 4 "$bin/gyre-bench" -b 8 -e 64M -f 4 -c 1
+echo "== gyrerun -n 4 gyre-bench -b 8 -e 32M -f 4 -c 1"
+"$bin/gyrerun" -n 4 "$bin/gyre-bench" -b 8 -e 32M -f 4 -c 1
 if [ -x "$bin/gyre-train" ]; then
   echo "== gyrerun -n 4 gyre-train --epochs 1"
   "$bin/gyrerun" -n 4 "$bin/gyre-train" --epochs 1

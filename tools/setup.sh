@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config   # toolchain
+  ccache                                          # tools/build.sh and gyre_torch's builds compile through it
   libfmt-dev                                      # logging
   googletest libgtest-dev libgmock-dev            # tests
   libbenchmark-dev                                # reduce_bench
@@ -14,6 +15,7 @@ packages=(
   libopenblas-dev zlib1g-dev                      # gyre-train: BLAS, gzip'd IDX files
   dataset-fashion-mnist                           # gyre-train's data
   iproute2                                        # multi-host tests in network namespaces
+  mmdebstrap                                      # tools/fresh_machine_test.sh: a new Debian 12 root
   openmpi-bin libopenmpi-dev                      # mpirun tests; gyre-bench's MPI bootstrap
   slurm-wlm                                       # srun tests (tools/slurm_local.sh)
   clang                                           # libFuzzer targets (fuzz/)

@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# The README's two commands on a brand-new Debian 12 machine: proves that the project's own
+# scripts install everything they need, which a test run on a development machine (where
+# packages installed by hand stay) cannot see.
+#
+#   tools/fresh_machine_test.sh [COMMIT]        default: HEAD (committed work only)
+#
+# What it does, each step named in its output and, on failure, in its last line:
+#   root    a minimal Debian 12 root (mmdebstrap --variant=minbase, what containers and
+#           cloud images are; made once, ~20 s, kept as a tarball in the cache) unpacked
+#           into a new folder, the commit cloned into /src
+#   demo    tools/demo.sh in full (install, build, gyre-bench, gyre-train, DDP on gyre
+#           and gloo), which must end with the DDP line of each backend
+#   build   the install and build steps of tools/test.sh (tools/test.sh --build-only:
+#           setup.sh, the PyPI torch venv, the build)
+#   ctest   the suite's entries that depend on installed programs rather than on gyre's
+#           code, which the host suite already covers (GYRE_FRESH_CTEST, a ctest -R
+#           regex; see `entries` below for the set and why)
+# The root runs in its own mount and PID namespaces (unshare): its mounts (/proc, /sys,
+# /dev, the caches) and every process it started (slurmd, QEMU, ranks) end with it, even
+# when this script is killed; the folder is removed afterwards (GYRE_FRESH_KEEP=1 keeps
+# it). The environment inside is clean: HOME=/root, a plain PATH, nothing inherited.
+#
+# Cache (GYRE_FRESH_CACHE, default /var/tmp/gyre-fresh), bind-mounted into the root so
+# that a second run costs minutes, not a download: the minbase tarball, apt's .deb files,
+# pip's wheels (the PyPI torch line is ~3 GB), ccache's objects and the rdma VM's kernel.
+# None of them installs anything: a package missing from tools/setup.sh is still missing.
+# GYRE_FRESH_COLD=1 starts with empty caches (a first run on a new machine).
+#
+# Proving it can fail: GYRE_FRESH_DROP_PACKAGE=NAME removes NAME from tools/setup.sh's
+# list inside the root before anything runs (e.g. pybind11-dev: step demo fails, and the
+# lines that name the missing file are printed).
+#
+# Needs root (mounts, chroot); exits 77 (ctest's skip), saying why, where it cannot run,
+# unless GYRE_REQUIRE_FRESH=1 (then 1). Logs: $GYRE_FRESH_CACHE/logs/<step>.log.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+proj=$PWD
+commit=$(git rev-parse --verify "${1:-HEAD}^{commit}")
+cache=${GYRE_FRESH_CACHE:-/var/tmp/gyre-fresh}
+logs=$cache/logs   # kept after a cold run too
+# The ctest entries run inside (each needs something only an install step provides):
+#   torch_pip_install_debian   `pip install ./python` against Debian's torch: pip, venv,
+#                              setuptools, pybind11 and the c10d headers from apt
+#   torch_pip_install_pypi     the same against PyPI's torch in the venv test.sh makes
+#   OpenMpi.OneHostGyreBench   mpirun from openmpi-bin
+#   Slurm.SrunRuns             a real slurmctld + slurmd from slurm-wlm
+#   rdma_vm                    QEMU, busybox, kmod, cpio, the kernel package, rdma-core:
+#                              boots the soft-RoCE VM and runs the rdma tests in it
+# (The demo already builds gyre_torch against Debian's torch and trains with it.)
+entries=${GYRE_FRESH_CTEST:-'^(torch_pip_install_(debian|pypi)|OpenMpi\.OneHostGyreBenchAndGyreTrain|Slurm\.SrunRunsGyreBenchAndGyreTrain|rdma_vm)$'}
+
+say() { echo "fresh_machine_test: [$(date +%T)] $*" >&2; }
+skip() {
+  say "SKIPPED: $*"
+  [ "${GYRE_REQUIRE_FRESH:-0}" = 1 ] && exit 1
+  exit 77
+}
+[ "$(id -u)" = 0 ] || skip "needs root (mounts and chroot); run it as root or with sudo"
+command -v unshare >/dev/null || skip "unshare (util-linux) is missing"
+if ! command -v mmdebstrap >/dev/null; then
+  say "installing mmdebstrap"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mmdebstrap >&2 ||
+    skip "mmdebstrap is missing and could not be installed"
+fi
+
+if [ "${GYRE_FRESH_COLD:-0}" = 1 ]; then
+  cache=$(mktemp -d /var/tmp/gyre-fresh-cold.XXXXXX)
+  say "cold run: empty caches in $cache"
+fi
+mkdir -p "$cache"/{debs,pip,ccache,rdma-vm} "$logs"
+exec 8>"$logs/.lock"
+flock -w 3600 8 || { say "FAILED at step root: another fresh_machine_test holds $logs/.lock"; exit 1; }
+rm -f "$logs"/*.log
+
+tar=$cache/bookworm-minbase.tar
+if [ ! -s "$tar" ]; then
+  say "step root: mmdebstrap --variant=minbase bookworm (once)"
+  mmdebstrap --quiet --variant=minbase bookworm "$tar.part" >"$logs/root.log" 2>&1 ||
+    { tail -20 "$logs/root.log" >&2; say "FAILED at step root: mmdebstrap"; exit 1; }
+  mv "$tar.part" "$tar"
+fi
+root=$(mktemp -d /var/tmp/gyre-fresh-root.XXXXXX)
+cleanup() {
+  if [ "${GYRE_FRESH_KEEP:-0}" = 1 ]; then say "root kept at $root"; else rm -rf "$root"; fi
+  if [ "${GYRE_FRESH_COLD:-0}" = 1 ]; then rm -rf "$cache"; fi
+}
+trap cleanup EXIT
+tar -C "$root" -xf "$tar"
+cp /etc/resolv.conf "$root/etc/resolv.conf"
+# The host's name must resolve inside, as on any installed machine (Slurm names its node
+# after it; mpirun and the store use it).
+grep -q "[[:space:]]$(hostname)\([[:space:]]\|$\)" "$root/etc/hosts" 2>/dev/null ||
+  echo "127.0.1.1 $(hostname)" >>"$root/etc/hosts"
+echo 'Binary::apt::APT::Keep-Downloaded-Packages "true";' >"$root/etc/apt/apt.conf.d/99keep"
+git clone -q --no-checkout "$proj" "$root/src"
+git -C "$root/src" checkout -q "$commit"
+if [ -n "${GYRE_FRESH_DROP_PACKAGE:-}" ]; then
+  say "dropping ${GYRE_FRESH_DROP_PACKAGE} from tools/setup.sh's list (a check that this test fails)"
+  sed -i -E "s/(^|[[:space:]])${GYRE_FRESH_DROP_PACKAGE}([[:space:]]|$)/\1\2/" "$root/src/tools/setup.sh"
+fi
+
+# The steps, run inside the root by bash (one script, so one namespace holds them all).
+cat >"$root/fresh-steps.sh" <<'EOF'
+set -uo pipefail
+cd /src
+export CCACHE_DIR=/root/.cache/ccache
+step() {   # step NAME COMMAND...: runs it, logs it, names it on failure
+  local name=$1 t0=$SECONDS; shift
+  echo "fresh_machine_test: [$(date +%T)] step $name: $*" >&2
+  if ! "$@" >"/fresh-logs/$name.log" 2>&1; then
+    echo "---- last lines of step $name ----" >&2
+    tail -40 "/fresh-logs/$name.log" >&2
+    echo "---- what its log says is missing ----" >&2
+    grep -E "No such file or directory|No module named|command not found|not found|Unable to locate package|Could NOT find|cannot find -l" \
+      "/fresh-logs/$name.log" | grep -v '^--' | sort -u | head -20 >&2
+    echo "fresh_machine_test: FAILED at step $name ($* exited non-zero after $((SECONDS - t0)) s; log: $name.log)" >&2
+    exit 1
+  fi
+  echo "fresh_machine_test: [$(date +%T)] step $name ok ($((SECONDS - t0)) s)" >&2
+}
+step demo tools/demo.sh
+for backend in gyre gloo; do
+  grep -qE "^$backend: [0-9]+ samples/s, test accuracy" /fresh-logs/demo.log || {
+    echo "fresh_machine_test: FAILED at step demo: it did not end with the DDP line for $backend" >&2
+    tail -20 /fresh-logs/demo.log >&2; exit 1; }
+done
+grep -E "^(gyre|gloo): [0-9]+ samples/s" /fresh-logs/demo.log >&2
+step build tools/test.sh --build-only
+step ctest bash -c "cd build && GYRE_REQUIRE_RDMA=1 ctest --output-on-failure --timeout 1500 -R '$FRESH_CTEST'"
+grep -E "tests passed|tests failed" /fresh-logs/ctest.log >&2
+n=$(grep -cE "^ *[0-9]+/[0-9]+ Test +#[0-9]+: .* Passed" /fresh-logs/ctest.log || true)
+[ "$n" -ge 5 ] || { echo "fresh_machine_test: FAILED at step ctest: $n entries passed, expected 5 (the -R set matched fewer?)" >&2; exit 1; }
+EOF
+
+say "commit $(git log -1 --format='%h %s' "$commit" | cut -c1-80)"
+t0=$SECONDS
+set +e
+unshare --mount --pid --fork --propagation private /bin/bash -c '
+  set -e
+  root=$1 cache=$2 logs=$4
+  mount -t proc proc "$root/proc"
+  mount -t sysfs sysfs "$root/sys"
+  mount --rbind /dev "$root/dev"
+  mkdir -p "$root/var/cache/apt/archives" "$root/root/.cache/pip" "$root/root/.cache/ccache" \
+           "$root/var/tmp/gyre-rdma-vm" "$root/fresh-logs"
+  mount --bind "$cache/debs" "$root/var/cache/apt/archives"
+  mount --bind "$cache/pip" "$root/root/.cache/pip"
+  mount --bind "$cache/ccache" "$root/root/.cache/ccache"
+  mount --bind "$cache/rdma-vm" "$root/var/tmp/gyre-rdma-vm"
+  mount --bind "$logs" "$root/fresh-logs"
+  exec chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    FRESH_CTEST="$3" /bin/bash /fresh-steps.sh
+' fresh "$root" "$cache" "$entries" "$logs"
+rc=$?
+set -e
+if [ $rc -eq 0 ]; then
+  say "passed in $((SECONDS - t0)) s (demo, build and the ctest entries on a fresh Debian 12 root)"
+else
+  say "FAILED (exit $rc) after $((SECONDS - t0)) s; logs in $logs"
+fi
+exit $rc
