@@ -76,9 +76,10 @@ rm -f "$logs"/*.log
 tar=$cache/bookworm-minbase.tar
 if [ ! -s "$tar" ]; then
   say "step root: mmdebstrap --variant=minbase bookworm (once)"
-  mmdebstrap --quiet --variant=minbase bookworm "$tar.part" >"$logs/root.log" 2>&1 ||
+  # (mmdebstrap picks its output format by the name's extension: .tar for a tarball.)
+  mmdebstrap --quiet --variant=minbase bookworm "$cache/partial-minbase.tar" >"$logs/root.log" 2>&1 ||
     { tail -20 "$logs/root.log" >&2; say "FAILED at step root: mmdebstrap"; exit 1; }
-  mv "$tar.part" "$tar"
+  mv "$cache/partial-minbase.tar" "$tar"
 fi
 root=$(mktemp -d /var/tmp/gyre-fresh-root.XXXXXX)
 cleanup() {
