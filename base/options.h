@@ -5,7 +5,7 @@
 // else in gyre calls getenv for a GYRE_* name. A Communicator copies the Options it
 // is built with, so tests can override fields without touching the environment.
 // `globalOptions()` is the environment parsed once (thread-safe static init); the
-// logger uses it. README's table lists the same variables; keep them in sync.
+// logger uses it. docs/configuration.md's table lists the same variables; keep them in sync.
 #pragma once
 
 #include <chrono>
@@ -48,7 +48,7 @@ struct GYRE_API Options {
   size_t slots = 4;                                    // GYRE_SLOTS per pipe
   // GYRE_NSOCKS: TCP connections per directed tcp pipe, slices spread round-robin over
   // them (transport/tcp/tcp_striped_pipe.h), as NCCL_NSOCKS_PERTHREAD. 1 measured best
-  // on veth and loopback (README, "Several sockets per pipe").
+  // on veth and loopback (docs/tcp_links.md, "Several connections per pipe").
   int nsocks = 1;
   TransportKind transport = TransportKind::kAuto;      // GYRE_TRANSPORT=auto|tcp|shm|rdma
   // GYRE_IB_HCA: which RDMA devices and ports to use, NCCL_IB_HCA's syntax

@@ -4,7 +4,7 @@ all_reduce (float32, in place) 8 B .. 64 MiB, gyre-bench's own all-reduce on the
 sizes (what the binding costs), and DDP samples/s and test accuracy of
 python/examples/ddp_train.py (the MLP, the conv net with BatchNorm and LeNet-5) over
 whole epochs, with a third run of the same ranks exchanging no gradients at all
-(`--hook local`: compute and DDP's own work only; not a strict bound, see the README).
+(`--hook local`: compute and DDP's own work only; not a strict bound, see docs/benchmarks.md).
 
   PYTHONPATH=<gyre_torch build> python3 bench/torch_backend_bench.py -N 4 \\
       --gyre-bin build/bin [--repeat 2] [--max-bytes 64M] [--ddp-epochs 2]

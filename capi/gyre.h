@@ -35,10 +35,10 @@
  *   gyreCommSplit goes through the store, also for sub-communicators that do not include
  *   the creating process). Only the process that created it stops it; a child forked
  *   after gyreGetUniqueId inherits the id, never the server.
- * - Environment: gyreCommInitRank and gyreCommInitFromEnv read the GYRE_* variables (see
- *   README) when called; MASTER_ADDR also picks the address the id's store listens on,
- *   and gyreCommInitRank's ranks listen on the interface routed to the id's host (unless
- *   GYRE_SOCKET_IFNAME names one).
+ * - Environment: gyreCommInitRank and gyreCommInitFromEnv read the GYRE_* variables
+ *   (see docs/configuration.md) when called; MASTER_ADDR also picks the address the id's
+ *   store listens on, and gyreCommInitRank's ranks listen on the interface routed to the
+ *   id's host (unless GYRE_SOCKET_IFNAME names one).
  */
 #ifndef GYRE_CAPI_GYRE_H_
 #define GYRE_CAPI_GYRE_H_

@@ -1,7 +1,8 @@
 // Options::fromEnvironment, variable by variable (base/options.cc reads all 13 GYRE_*
-// variables; README's table lists them): the default when unset or empty, every accepted
-// spelling and suffix with its value, both ends of each range, and for anything else a
-// kInvalidArgument whose message names the variable, the value and what is accepted.
+// variables; docs/configuration.md's table lists them): the default when unset or empty,
+// every accepted spelling and suffix with its value, both ends of each range, and for
+// anything else a kInvalidArgument whose message names the variable, the value and what
+// is accepted.
 #include <gtest/gtest.h>
 #include <unistd.h>
 

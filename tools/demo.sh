@@ -14,7 +14,7 @@ if [ -x "$bin/gyre-train" ]; then
   "$bin/gyrerun" -n 4 "$bin/gyre-train" --epochs 1
 fi
 # PyTorch: a short DDP training on backend gyre next to the same on gloo (python/, the
-# README's PyTorch section), where Debian's torch is installed.
+# README's PyTorch section, docs/pytorch.md), where Debian's torch is installed.
 if /usr/bin/python3 -c "import torch" 2>/dev/null && [ -d /usr/include/torch/csrc/distributed/c10d ]; then
   out=${BUILD_DIR:-build}/gyre_torch/demo
   mkdir -p "$out"

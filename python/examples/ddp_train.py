@@ -3,7 +3,7 @@
 
   python3 ddp_train.py --backend gyre -N 4                     # torch.multiprocessing.spawn
   torchrun --nproc_per_node 4 ddp_train.py --backend gyre      # (torch 1.13 on Python 3.11:
-  python3 -m gyre_torch.torchrun --nproc_per_node 4 ddp_train.py ...   see the README)
+  python3 -m gyre_torch.torchrun --nproc_per_node 4 ddp_train.py ...   see docs/pytorch.md)
   python3 -m torch.distributed.launch --nproc_per_node 4 ddp_train.py ...   (--local_rank)
   gyrerun -n 4 python3 ddp_train.py ...
 

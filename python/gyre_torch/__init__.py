@@ -9,8 +9,8 @@ this package installs (no import needed); torch 1.13 (Debian 12's python3-torch)
 
 The backend bootstraps through the store torch gives it (the PrefixStore over torch's
 TCPStore or FileStore): gyre opens no port of its own on MASTER_PORT. The group's
-``timeout`` becomes gyre's operation timeout. GYRE_* variables (README) are read when a
-group is created.
+``timeout`` becomes gyre's operation timeout. GYRE_* variables (docs/configuration.md)
+are read when a group is created.
 """
 import datetime
 import os
@@ -55,7 +55,8 @@ def register():
     if "GYRE" in getattr(backend, "_plugins", {}):
         return
     if _C.torch_version_major >= 2:
-        # CUDA tensors are staged through host memory (README, PyTorch section).
+        # CUDA tensors are staged through host memory (docs/pytorch.md, "What the backend
+        # does").
         backend.register_backend(BACKEND_NAME, _create, devices=["cpu", "cuda"])
     else:
         backend.register_backend(BACKEND_NAME, _create)

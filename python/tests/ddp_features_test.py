@@ -51,7 +51,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 import gyre_torch  # noqa: E402,F401  (registers "gyre" on torch 1.13)
 
 MAJOR = int(torch.__version__.split(".")[0])
-# Known backend bugs, left out unless --with-known-bugs (the README says why): none now.
+# Known backend bugs, left out unless --with-known-bugs (docs/pytorch.md says why): none now.
 # (PowerSGD's hooks, whose then-callbacks wait on a second all_reduce, hung on the
 # backend's single completer thread until the Completer got runners of its own.)
 KNOWN_BUGS = {}

@@ -8,7 +8,7 @@
    (world 3, --local_rank): loads it and evaluates to the same test accuracy; gyrerun
    (world 2, when --gyrerun names it): trains with the loaded model.
 On torch 1.13 under Python 3.11 the launchers run as python -m gyre_torch.torchrun /
-gyre_torch.launch (README: their Std.from_str crash); on torch 2 as torch's own.
+gyre_torch.launch (docs/pytorch.md: their Std.from_str crash); on torch 2 as torch's own.
 """
 import argparse
 import json

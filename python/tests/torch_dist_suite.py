@@ -9,7 +9,7 @@ WORLD_SIZE, INIT_METHOD=env://, TEMP_DIR.
     torch_dist_suite.py --backend gyre --world 2 [--select cpu|gloo_only|all] [--tests FILE]
                         [-k SUBSTRING ...] [--json OUT] [--expect FILE]
 
-What the driver changes in torch's test code (documented in the README, section
+What the driver changes in torch's test code (documented in docs/pytorch.md, section
 "torch's distributed tests"), applied before distributed_test is imported so that its
 decorators see it, in the parent and in every spawned rank (they re-import this file):
 - "gyre" joins DistTestCases.backend_feature["ddp"], ["subgroup"] and ["plugin"]: the
