@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Configures and builds gyre into ${BUILD_DIR:-build} (extra arguments go to cmake; they
-# apply when the folder is first configured). Compiles through ccache where it is
+# apply when the folder is first configured); BUILD_TARGETS="a b" builds only those
+# targets (the demo needs three programs, not the test suite). Compiles through ccache where it is
 # installed (tools/setup.sh installs it): a second build of the same sources, in another
 # folder or a fresh clone, costs seconds a file instead of minutes.
 set -euo pipefail
@@ -13,4 +14,6 @@ if [ ! -f "$build/build.ninja" ]; then
   fi
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" "$@" >&2
 fi
-cmake --build "$build" -j "$(nproc)" >&2
+targets=()
+for t in ${BUILD_TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build "$build" -j "$(nproc)" "${targets[@]}" >&2
