@@ -88,7 +88,16 @@ cleanup() {
 }
 trap cleanup EXIT
 tar -C "$root" -xf "$tar"
+# The machine's network setup, as a new machine on the same network would be given it:
+# the resolver, and the certificate authorities and pip settings that an egress proxy
+# needs (none of it is a package: Debian's ca-certificates, which setup.sh installs,
+# adds these authorities to its bundle).
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+  mkdir -p "$root/usr/local/share/ca-certificates"
+  cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+fi
+[ -f /etc/pip.conf ] && cp /etc/pip.conf "$root/etc/pip.conf"
 # The host's name must resolve inside, as on any installed machine (Slurm names its node
 # after it; mpirun and the store use it).
 grep -q "[[:space:]]$(hostname)\([[:space:]]\|$\)" "$root/etc/hosts" 2>/dev/null ||

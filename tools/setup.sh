@@ -23,6 +23,7 @@ packages=(
   python3-torch libtorch-dev python3-venv         # gyre_torch (python/): torch 1.13 + c10d headers
   pybind11-dev python3-setuptools python3-dev     # what libtorch-dev needs and does not depend on
   python3-pip                                     # tools/torch_venv.sh: expecttest for Debian's python
+  ca-certificates                                 # pip's TLS to PyPI (a minbase root has no CA bundle)
 )
 
 missing=()
