@@ -20,6 +20,7 @@ packages=(
   python3                                         # install_consumer_test: libgyre_c.so from ctypes
   python3-torch libtorch-dev python3-venv         # gyre_torch (python/): torch 1.13 + c10d headers
   pybind11-dev python3-setuptools python3-dev     # what libtorch-dev needs and does not depend on
+  python3-matplotlib                              # tools/plot_bench.py (gyre-bench's plots)
 )
 
 missing=()
