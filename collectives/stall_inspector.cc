@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/error.h"
 #include "base/log.h"
 
 namespace gyre {
@@ -105,6 +106,18 @@ void StallInspector::waiting(int peer, const char* what,
         "of it so far); {}; rank {} has not arrived at {} or is stalled in it",
         describe(call_), seconds(waited), what, peer, sent_, received_, b.story, b.suspect,
         describe(call_));
+    if (recorder_ && recorder_->enabled() && !dumpDir_.empty()) {
+      try {
+        const std::string path = recorder_->dumpTo(
+            dumpDir_, "stall",
+            fmt::format("{} has waited {:.1f} s for peer rank {}; rank {} has not arrived or is "
+                        "stalled in it",
+                        describe(call_), seconds(waited), peer, b.suspect));
+        log(LogLevel::kWarn, rank_, "stall: flight recorder dumped to {}", path);
+      } catch (const Error& e) {
+        log(LogLevel::kWarn, rank_, "stall: {}", e.what());
+      }
+    }
   }
 }
 

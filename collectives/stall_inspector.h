@@ -19,7 +19,10 @@
 //   one WARN line: the call, how long, the peer awaited, bytes moved, and the suspect.
 // - Blame: after a wait timed out, blame() gives the suspect and the story behind it.
 //
-// It also counts the bytes a collective has moved, for every error message.
+// It also counts the bytes a collective has moved, for every error message, and mirrors
+// them into the flight recorder's live counters (collectives/flight_recorder.h) so that a
+// dump taken mid-collective shows them; with GYRE_TRACE_DIR set, the stall report also
+// dumps the recorder.
 //
 // Threads: used only by the thread that runs the communicator's collectives (it is the
 // WaitObserver of their waits; pipes call it from inside a wait).
@@ -32,6 +35,7 @@
 #include <vector>
 
 #include "collectives/collective.h"
+#include "collectives/flight_recorder.h"
 #include "transport/pipe.h"
 
 namespace gyre {
@@ -44,6 +48,14 @@ class StallInspector final : public WaitObserver {
   // The pipes statuses are published on (every pipe of the communicator).
   void attach(std::vector<SendPipe*> send, std::vector<RecvPipe*> recv);
 
+  // The recorder whose live byte counts this inspector keeps (null: none), and the
+  // directory its stall reports dump it to ("" for none).
+  void record(FlightRecorder* recorder, std::string dumpDir) {
+    recorder_ = recorder;
+    live_ = recorder ? recorder->live() : nullptr;
+    dumpDir_ = std::move(dumpDir);
+  }
+
   // Brackets one collective on this rank.
   void begin(const CollectiveCall& call);
   void end();
@@ -53,10 +65,12 @@ class StallInspector final : public WaitObserver {
   void at(int peer) { peer_ = peer; }
   void sent(size_t bytes) {
     sent_ += bytes;
+    if (live_) live_->sent.store(sent_, std::memory_order_relaxed);
     if (published_) resume();
   }
   void received(size_t bytes) {
     received_ += bytes;
+    if (live_) live_->received.store(received_, std::memory_order_relaxed);
     if (published_) resume();
   }
 
@@ -96,6 +110,9 @@ class StallInspector final : public WaitObserver {
   int publishedSuspect_ = -1;
   int publishedHops_ = 0;
   bool reported_ = false;  // the stall report of this collective is logged
+  FlightRecorder* recorder_ = nullptr;
+  FlightRecorder::Live* live_ = nullptr;
+  std::string dumpDir_;
 };
 
 }  // namespace gyre
