@@ -126,6 +126,7 @@ Options Options::fromEnvironment() {
     o.traceBuffer = parseInteger(v, "GYRE_TRACE_BUFFER", 0, 1 << 20);
   }
   if (const char* v = env("GYRE_TRACE_DIR")) o.traceDir = v;
+  if (const char* v = env("GYRE_TIMELINE")) o.timeline = v;
   if (const char* v = env("GYRE_SYNC_PRIORITY")) {
     std::string s(v);
     if (s == "auto") o.syncPriority = ThreadPriority::kAuto;

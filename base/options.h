@@ -90,6 +90,9 @@ struct GYRE_API Options {
   // failure, a stall report, SIGUSR1 or Communicator::dumpTrace(); unset: no automatic
   // dumps (docs/observability.md).
   std::string traceDir;
+  // GYRE_TIMELINE=path: Chrome trace events of this process (base/timeline.h), "{rank}"
+  // in the path replaced by the rank (else ".rank<R>" added); unset: none.
+  std::string timeline;
 
   static Options fromEnvironment();
 };

@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/options.h"
 
 namespace gyre {
 namespace {
@@ -28,7 +29,8 @@ StallInspector::StallInspector(int rank, int size, std::chrono::milliseconds sta
     : rank_(rank),
       size_(size),
       stallWarn_(stallWarn),
-      beaconAfter_(beaconDelay(stallWarn, timeout)) {}
+      beaconAfter_(beaconDelay(stallWarn, timeout)),
+      timeline_(Timeline::active()) {}
 
 void StallInspector::attach(std::vector<SendPipe*> send, std::vector<RecvPipe*> recv) {
   sendPipes_ = std::move(send);
@@ -42,10 +44,29 @@ void StallInspector::begin(const CollectiveCall& call) {
   peer_ = -1;
   peerStatus_.reset();
   reported_ = false;
+  if (timeline_) {
+    spanStart_ = monotonicNs();
+    phaseName_ = nullptr;
+  }
 }
 
 void StallInspector::end() {
   if (published_) resume();
+  if (!timeline_) return;
+  const int64_t now = monotonicNs();
+  if (phaseName_) timeline_->span(phaseName_, "phase", phaseStart_, now);
+  TimelineArgs args;
+  args.bytes = static_cast<int64_t>(call_.count * dtypeSize(call_.dtype));
+  args.seq = call_.seq;
+  if (call_.algo != 0) args.algorithm = algoName(static_cast<AllReduceAlgo>(call_.algo));
+  timeline_->span(collectiveName(call_.kind), "collective", spanStart_, now, args);
+}
+
+void StallInspector::nextPhase(const char* name) {
+  const int64_t now = monotonicNs();
+  if (phaseName_) timeline_->span(phaseName_, "phase", phaseStart_, now);
+  phaseName_ = name;
+  phaseStart_ = now;
 }
 
 void StallInspector::publish(const PeerStatus& status) {

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "collectives/collective.h"
+#include "base/timeline.h"
 #include "collectives/flight_recorder.h"
 #include "transport/pipe.h"
 
@@ -56,9 +57,13 @@ class StallInspector final : public WaitObserver {
     dumpDir_ = std::move(dumpDir);
   }
 
-  // Brackets one collective on this rank.
+  // Brackets one collective on this rank. With GYRE_TIMELINE set, end() writes its span
+  // (base/timeline.h) and phase() the spans of the schedule's phases nested in it.
   void begin(const CollectiveCall& call);
   void end();
+  void phase(const char* name) {
+    if (timeline_ && name != phaseName_) nextPhase(name);
+  }
 
   // Reported by the primitives: the peer of the pipe operation under way, and each
   // slice moved (which ends a published wait).
@@ -90,6 +95,7 @@ class StallInspector final : public WaitObserver {
 
  private:
   void resume();
+  void nextPhase(const char* name);
   void publish(const PeerStatus& status);
   // The suspect and chain length given the awaited peer and what it reported.
   std::pair<int, int> chain(int peer, const PeerStatus* status) const;
@@ -113,6 +119,9 @@ class StallInspector final : public WaitObserver {
   FlightRecorder* recorder_ = nullptr;
   FlightRecorder::Live* live_ = nullptr;
   std::string dumpDir_;
+  Timeline* const timeline_;
+  int64_t spanStart_ = 0, phaseStart_ = 0;
+  const char* phaseName_ = nullptr;
 };
 
 }  // namespace gyre

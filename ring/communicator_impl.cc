@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/timeline.h"
 #include "collectives/algorithm_choice.h"
 #include "collectives/point_to_point.h"
 #include "collectives/topology_choice.h"
@@ -88,6 +89,7 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store, int rank, int size,
   ring_.rank = rank_;
   ring_.inspector = &inspector_;
   recorder_ = std::make_unique<FlightRecorder>(options_.traceBuffer, rank_, size_, prefix_);
+  if (Timeline* timeline = Timeline::active()) timeline->bindRank(rank_);  // the first wins
   inspector_.record(recorder_.get(), options_.traceDir);
   if (recorder_->enabled() && !options_.traceDir.empty()) {
     watchForDumpSignal(recorder_.get(), options_.traceDir);
@@ -113,6 +115,7 @@ AllReduceAlgo Communicator::Impl::chooseAlgorithm(size_t bytes) const {
 Communicator::Impl::~Impl() {
   queue_.reset();  // finishes what was issued, before the pipes close
   if (recorder_) unwatchForDumpSignal(recorder_.get());
+  if (Timeline* timeline = Timeline::active()) timeline->flush();
   if (!aborted_.load()) {
     // Let the last slices reach the neighbours before the sockets close.
     try {
