@@ -6,6 +6,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <thread>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
 
 #include <fmt/format.h>
 
@@ -73,11 +78,40 @@ int64_t monotonicNs() {
       .count();
 }
 
+uint64_t ticks() {
+#if defined(__x86_64__) || defined(__i386__)
+  return __rdtsc();
+#else
+  return static_cast<uint64_t>(monotonicNs());
+#endif
+}
+
+FlightRecorder::TickClock FlightRecorder::tickClock() const {
+#if defined(__x86_64__) || defined(__i386__)
+  // The counter's rate from the construction's pair and one taken now, at least 2 ms
+  // apart (a dump right after creation waits that long; bounded).
+  int64_t ns1 = monotonicNs();
+  while (ns1 - ns0_ < 2'000'000) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    ns1 = monotonicNs();
+  }
+  const uint64_t t1 = ticks();
+  TickClock c;
+  c.scale = t1 > tick0_ ? static_cast<double>(ns1 - ns0_) / static_cast<double>(t1 - tick0_) : 1;
+  c.offset = static_cast<double>(ns0_) - static_cast<double>(tick0_) * c.scale;
+  return c;
+#else
+  return TickClock{};
+#endif
+}
+
 FlightRecorder::FlightRecorder(size_t capacity, int rank, int size, std::string comm)
     : mask_(capacity == 0 ? kOff : roundUpPowerOfTwo(capacity) - 1),
       rank_(rank),
       size_(size),
-      comm_(std::move(comm)) {
+      comm_(std::move(comm)),
+      tick0_(ticks()),
+      ns0_(monotonicNs()) {
   if (enabled()) entries_.reset(new Entry[mask_ + 1]);
 }
 
@@ -99,9 +133,9 @@ uint64_t FlightRecorder::issue(const CollectiveCall& call, int peer) {
   e.root.store(call.root, kRelaxed);
   e.peer.store(peer, kRelaxed);
   e.count.store(call.count, kRelaxed);
-  e.queuedNs.store(monotonicNs(), kRelaxed);
-  e.startNs.store(0, kRelaxed);
-  e.endNs.store(0, kRelaxed);
+  e.queued.store(ticks(), kRelaxed);
+  e.start.store(0, kRelaxed);
+  e.end.store(0, kRelaxed);
   e.sent.store(0, kRelaxed);
   e.received.store(0, kRelaxed);
   e.state.store(static_cast<uint8_t>(State::kQueued), kRelaxed);
@@ -124,7 +158,7 @@ void FlightRecorder::start(uint64_t record, const CollectiveCall& call) {
   e->hasSeq.store(true, kRelaxed);
   e->algo.store(call.algo, kRelaxed);
   e->root.store(call.root, kRelaxed);  // send/recv: set when it runs
-  e->startNs.store(monotonicNs(), kRelaxed);
+  e->start.store(ticks(), kRelaxed);
   e->state.store(static_cast<uint8_t>(State::kStarted), std::memory_order_release);
 }
 
@@ -134,7 +168,7 @@ void FlightRecorder::finish(uint64_t record, bool ok, size_t sent, size_t receiv
   if (e == nullptr) return;
   e->sent.store(sent, kRelaxed);
   e->received.store(received, kRelaxed);
-  e->endNs.store(monotonicNs(), kRelaxed);
+  e->end.store(ticks(), kRelaxed);
   e->state.store(static_cast<uint8_t>(ok ? State::kCompleted : State::kFailed),
                  std::memory_order_release);
 }
@@ -144,23 +178,26 @@ void FlightRecorder::refuse(uint64_t record, uint32_t seq) {
   if (e == nullptr) return;
   e->seq.store(seq, kRelaxed);
   e->hasSeq.store(true, kRelaxed);
-  e->endNs.store(monotonicNs(), kRelaxed);
+  e->end.store(ticks(), kRelaxed);
   e->state.store(static_cast<uint8_t>(State::kFailed), std::memory_order_release);
 }
 
-std::string FlightRecorder::entryJson(const Entry& e, uint64_t record) const {
+std::string FlightRecorder::entryJson(const Entry& e, uint64_t record,
+                                      const TickClock& clock) const {
   const auto state = static_cast<State>(e.state.load(std::memory_order_acquire));
   const auto kind = static_cast<CollectiveKind>(e.kind.load(kRelaxed));
   const uint8_t algo = e.algo.load(kRelaxed);
-  const int64_t start = e.startNs.load(kRelaxed);
-  const int64_t end = e.endNs.load(kRelaxed);
+  const uint64_t start = e.start.load(kRelaxed);
+  const uint64_t end = e.end.load(kRelaxed);
   uint64_t sent = e.sent.load(kRelaxed);
   uint64_t received = e.received.load(kRelaxed);
   if (state == State::kStarted && live_.record.load(kRelaxed) == record) {
     sent = live_.sent.load(kRelaxed);
     received = live_.received.load(kRelaxed);
   }
-  const auto nsOrNull = [](int64_t ns) { return ns == 0 ? std::string("null") : std::to_string(ns); };
+  const auto nsOrNull = [&clock](uint64_t t) {
+    return t == 0 ? std::string("null") : std::to_string(clock.ns(t));
+  };
   return fmt::format(
       "{{\"record\": {}, \"seq\": {}, \"collective\": \"{}\", \"dtype\": \"{}\", \"op\": \"{}\", "
       "\"count\": {}, \"root\": {}, \"peer\": {}, \"algorithm\": {}, \"state\": \"{}\", "
@@ -172,11 +209,12 @@ std::string FlightRecorder::entryJson(const Entry& e, uint64_t record) const {
       e.root.load(kRelaxed), e.peer.load(kRelaxed),
       algo == 0 ? std::string("null")
                 : jsonString(algoName(static_cast<AllReduceAlgo>(algo))),
-      stateName(state), e.queuedNs.load(kRelaxed), nsOrNull(start), nsOrNull(end), sent,
+      stateName(state), nsOrNull(e.queued.load(kRelaxed)), nsOrNull(start), nsOrNull(end), sent,
       received);
 }
 
 std::string FlightRecorder::toJson(const std::string& reason, const std::string& detail) const {
+  const TickClock clock = tickClock();
   const int64_t mono = monotonicNs();
   const int64_t unixNs = std::chrono::duration_cast<std::chrono::nanoseconds>(
                              std::chrono::system_clock::now().time_since_epoch())
@@ -203,7 +241,7 @@ std::string FlightRecorder::toJson(const std::string& reason, const std::string&
       // A few tries: the issuing thread may be rewriting this very slot.
       for (int attempt = 0; attempt < 3; ++attempt) {
         if (e.record.load(std::memory_order_acquire) != record) break;
-        std::string text = entryJson(e, record);
+        std::string text = entryJson(e, record, clock);
         std::atomic_thread_fence(std::memory_order_acquire);
         if (e.record.load(kRelaxed) != record) continue;
         out += first ? "\n    " : ",\n    ";
@@ -220,7 +258,11 @@ std::string FlightRecorder::toJson(const std::string& reason, const std::string&
 std::string FlightRecorder::dumpTo(const std::string& dir, const std::string& reason,
                                    const std::string& detail) const {
   const std::string path = fmt::format("{}/gyre-trace-{}-rank{}.json", dir, fileTag(comm_), rank_);
-  const std::string tmp = fmt::format("{}.tmp{}", path, static_cast<int>(::getpid()));
+  // A name of its own per dump: a failure's dump and a SIGUSR1 or dumpTrace() one may
+  // be written at once.
+  static std::atomic<uint64_t> dumps{0};
+  const std::string tmp = fmt::format("{}.tmp{}.{}", path, static_cast<int>(::getpid()),
+                                      dumps.fetch_add(1, kRelaxed));
   const std::string text = toJson(reason, detail);
   std::FILE* f = std::fopen(tmp.c_str(), "w");
   if (f == nullptr) {

@@ -9,12 +9,18 @@
 // put hosts on one clock) and the bytes it had sent and received.
 //
 // Cost: capacity 0 (GYRE_TRACE_BUFFER=0) turns every call into one branch. Otherwise
-// issued(), started() and finished() are a clock read and a few relaxed atomic stores
+// issued(), started() and finished() are a time-stamp counter read (rdtsc, ~10 ns, where
+// clock_gettime took ~50 ns on this VM; converted to CLOCK_MONOTONIC ns at dump time
+// from two (counter, clock) pairs, the construction's and the dump's; other CPUs read
+// the clock) and a few relaxed atomic stores
 // into a slot allocated at construction (no allocation, no lock per operation); the
 // bytes moved are published by the stall inspector per slice through live(). A dump
 // (toJson(), dumpTo()) allocates and may run on any thread at any time: every field it
 // reads is atomic, and an entry is re-read if its record number changed while it was
 // read, so a dump never shows a mix of two operations (it may show one a moment old).
+//
+// With more than N operations queued at once (async calls), the oldest queued ones lose
+// their entries before they start (their started()/finished() find the slot taken).
 //
 // Threads: issued() from the issuing thread (one at a time, the communicator's rule);
 // started(), live() and finished() from the executing thread (the operation queue's),
@@ -92,7 +98,7 @@ class FlightRecorder {
     std::atomic<bool> hasSeq{false};
     std::atomic<int32_t> root{-1}, peer{-1};
     std::atomic<uint64_t> count{0};
-    std::atomic<int64_t> queuedNs{0}, startNs{0}, endNs{0};
+    std::atomic<uint64_t> queued{0}, start{0}, end{0};  // ticks(); 0: not yet
     std::atomic<uint64_t> sent{0}, received{0};
   };
   static constexpr size_t kOff = ~size_t{0};
@@ -102,7 +108,14 @@ class FlightRecorder {
   void finish(uint64_t record, bool ok, size_t sent, size_t received);
   void refuse(uint64_t record, uint32_t seq);
   Entry* slotOf(uint64_t record) const;  // null if the ring has moved past it
-  std::string entryJson(const Entry& e, uint64_t record) const;
+  // ticks() -> CLOCK_MONOTONIC ns: t * scale + offset.
+  struct TickClock {
+    double scale = 1;
+    double offset = 0;
+    int64_t ns(uint64_t t) const { return static_cast<int64_t>(static_cast<double>(t) * scale + offset); }
+  };
+  TickClock tickClock() const;
+  std::string entryJson(const Entry& e, uint64_t record, const TickClock& clock) const;
 
   const size_t mask_;
   const int rank_;
@@ -111,9 +124,13 @@ class FlightRecorder {
   std::unique_ptr<Entry[]> entries_;
   std::atomic<uint64_t> next_{0};  // record numbers issued so far
   Live live_;
+  const uint64_t tick0_;  // ticks() and monotonicNs() at construction
+  const int64_t ns0_;
 };
 
-// CLOCK_MONOTONIC in ns, the recorder's and the timeline's clock.
+// CLOCK_MONOTONIC in ns, the dumps' and the timeline's clock.
 int64_t monotonicNs();
+// The recorder's cheap clock: the time-stamp counter on x86, else monotonicNs().
+uint64_t ticks();
 
 }  // namespace gyre
