@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <vector>
 
 #include "base/error.h"
@@ -32,6 +33,15 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store, int rank, int size,
     fail(ErrorCode::kInvalidArgument,
          "rank {}: pipes need at least 2 slots of 64 bytes (slots {}, slot bytes {})", rank_,
          options_.slots, options_.slotBytes);
+  }
+  if (options_.traceBuffer > 0 && !options_.traceDir.empty()) {
+    // Now, not at the first failure: the dump is what a failure needs to be understood.
+    std::error_code ec;
+    std::filesystem::create_directories(options_.traceDir, ec);
+    if (!std::filesystem::is_directory(options_.traceDir)) {
+      fail(ErrorCode::kInvalidArgument, "rank {}: GYRE_TRACE_DIR={} is not a directory and "
+           "cannot be made one{}", rank_, options_.traceDir, ec ? ": " + ec.message() : "");
+    }
   }
   Join join(*store_, rank_, size_, options_);
   if (prefix.empty()) {

@@ -316,6 +316,36 @@ TEST(FlightRecorder, SkippedCallIsAMismatch) {
       << a.out;
 }
 
+// A GYRE_TRACE_DIR that cannot be a directory fails creation on every rank, naming it;
+// one that does not exist yet is made.
+TEST(FlightRecorder, TraceDirIsCheckedAtCreation) {
+  TraceDir dir;
+  const std::string file = dir.path() + "/plain-file";
+  std::ofstream(file) << "x";
+  Options o = traceOptions(dir, 8);
+  o.traceDir = file + "/sub";
+  RankGroup bad(2, o);
+  bad.start([](Communicator&, int) {});
+  for (const RankReport& r : bad.join(Clock::now() + std::chrono::seconds(30))) {
+    ASSERT_TRUE(r.reported && !r.ok) << describeReport(r);
+    EXPECT_EQ(r.code, static_cast<int>(ErrorCode::kInvalidArgument)) << describeReport(r);
+    EXPECT_NE(r.message.find(fmt::format("GYRE_TRACE_DIR={}/sub is not a directory", file)),
+              std::string::npos)
+        << r.message;
+  }
+  o.traceDir = dir.path() + "/new/deeper";
+  o.token += "b";
+  RankGroup good(2, o);
+  good.start([](Communicator& comm, int) { comm.dumpTrace(); });
+  for (const RankReport& r : good.join(Clock::now() + std::chrono::seconds(30))) {
+    EXPECT_TRUE(r.ok) << describeReport(r);
+  }
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_TRUE(fs::exists(fmt::format("{}/new/deeper/gyre-trace-gyre.comm0-rank{}.json",
+                                       dir.path(), rank)));
+  }
+}
+
 TEST(FlightRecorder, AnalysisRefusesWhatIsNotADump) {
   TraceDir dir;
   RunResult a = analyse(dir.path());
