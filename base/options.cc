@@ -122,6 +122,11 @@ Options Options::fromEnvironment() {
       fail(ErrorCode::kInvalidArgument, "GYRE_ALGO='{}': use auto, ring, tree, rd or hier", v);
     }
   }
+  if (const char* v = env("GYRE_TRACE_BUFFER")) {
+    o.traceBuffer = parseInteger(v, "GYRE_TRACE_BUFFER", 0, 1 << 20);
+  }
+  if (const char* v = env("GYRE_TRACE_DIR")) o.traceDir = v;
+  if (const char* v = env("GYRE_TIMELINE")) o.timeline = v;
   if (const char* v = env("GYRE_SYNC_PRIORITY")) {
     std::string s(v);
     if (s == "auto") o.syncPriority = ThreadPriority::kAuto;

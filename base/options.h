@@ -83,6 +83,16 @@ struct GYRE_API Options {
   // SCHED_FIFO, and 47-50K -> 52K samples/s. Its waits sleep after GYRE_SPIN_US, so it
   // never holds a core for long; the kernel's RT throttling bounds it besides.
   ThreadPriority syncPriority = ThreadPriority::kAuto;
+  // GYRE_TRACE_BUFFER: operations each communicator's flight recorder keeps
+  // (collectives/flight_recorder.h; rounded up to a power of two); 0 turns it off.
+  size_t traceBuffer = 64;
+  // GYRE_TRACE_DIR: where the recorder is dumped, one file per rank and communicator, on a
+  // failure, a stall report, SIGUSR1 or Communicator::dumpTrace(); unset: no automatic
+  // dumps (docs/observability.md).
+  std::string traceDir;
+  // GYRE_TIMELINE=path: Chrome trace events of this process (base/timeline.h), "{rank}"
+  // in the path replaced by the rank (else ".rank<R>" added); unset: none.
+  std::string timeline;
 
   static Options fromEnvironment();
 };

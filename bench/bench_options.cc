@@ -40,6 +40,10 @@ const char kUsage[] = R"(usage: gyre-bench [COLLECTIVE] [options]     (start it 
                         min(ring, tree)) and the worst auto/best; one -d and -o; -c
                         checks each algorithm exactly
       --rounds R        --compare-algos' rounds (default 5)
+      --csv FILE        also write the table's rows to FILE as CSV (rank 0's file system)
+      --json FILE       also write them to FILE as JSON, with the run's header (date,
+                        host, ranks, transport, algorithm); tools/plot_bench.py plots
+                        either, or the table itself (docs/observability.md)
   -h, --help
 Size is the largest buffer of an op, as in nccl-tests: all_gather's gathered buffer,
 reduce_scatter's send buffer, alltoall's either, the buffer otherwise; all_gather,
@@ -114,7 +118,14 @@ void selectCollective(const std::string& name, BenchOptions& o) {
 
 // Returns false if help was asked for. Throws kInvalidArgument for a wrong command line.
 bool parseOptions(int argc, char** argv, BenchOptions& o) {
-  enum { kCollectiveOption = 256, kCalibrateOption, kCompareAlgosOption, kRoundsOption };
+  enum {
+    kCollectiveOption = 256,
+    kCalibrateOption,
+    kCompareAlgosOption,
+    kRoundsOption,
+    kCsvOption,
+    kJsonOption
+  };
   static const option kLong[] = {{"minbytes", required_argument, nullptr, 'b'},
                                  {"maxbytes", required_argument, nullptr, 'e'},
                                  {"stepfactor", required_argument, nullptr, 'f'},
@@ -130,6 +141,8 @@ bool parseOptions(int argc, char** argv, BenchOptions& o) {
                                  {"calibrate", no_argument, nullptr, kCalibrateOption},
                                  {"compare-algos", no_argument, nullptr, kCompareAlgosOption},
                                  {"rounds", required_argument, nullptr, kRoundsOption},
+                                 {"csv", required_argument, nullptr, kCsvOption},
+                                 {"json", required_argument, nullptr, kJsonOption},
                                  {"help", no_argument, nullptr, 'h'},
                                  {nullptr, 0, nullptr, 0}};
   opterr = 0;  // we report errors ourselves, through gyre::Error
@@ -183,6 +196,14 @@ bool parseOptions(int argc, char** argv, BenchOptions& o) {
       case kRoundsOption:
         o.rounds = static_cast<int>(parseCount(optarg, "--rounds", 1, 1 << 20));
         break;
+      case kCsvOption:
+      case kJsonOption:
+        if (*optarg == '\0') {
+          fail(ErrorCode::kInvalidArgument, "{} wants a file name",
+               c == kCsvOption ? "--csv" : "--json");
+        }
+        (c == kCsvOption ? o.csvPath : o.jsonPath) = optarg;
+        break;
       case 'h':
         return false;
       default:
@@ -223,6 +244,13 @@ bool parseOptions(int argc, char** argv, BenchOptions& o) {
     }
   } else if (o.rounds) {
     fail(ErrorCode::kInvalidArgument, "--rounds applies to --compare-algos only");
+  }
+  if ((o.calibrate || o.compareAlgos) && (!o.csvPath.empty() || !o.jsonPath.empty())) {
+    fail(ErrorCode::kInvalidArgument, "--csv and --json write the sweep's table; {} prints none",
+         o.calibrate ? "--calibrate" : "--compare-algos");
+  }
+  if (!o.csvPath.empty() && o.csvPath == o.jsonPath) {
+    fail(ErrorCode::kInvalidArgument, "--csv and --json name the same file '{}'", o.csvPath);
   }
   return true;
 }

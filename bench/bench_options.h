@@ -1,5 +1,5 @@
 // gyre-bench's command line: nccl-tests' flags (-b -e -f -i -n -w -c -d -o -r) plus
-// gyre's (-A, --calibrate, --compare-algos, --rounds), parsed into BenchOptions, and the
+// gyre's (-A, --calibrate, --compare-algos, --rounds, --csv, --json), parsed into BenchOptions, and the
 // sweep of sizes they describe. The usage text (kUsage in bench_options.cc) is the
 // reference for every flag. Pure functions; no communicator needed.
 #pragma once
@@ -32,6 +32,8 @@ struct BenchOptions {
   bool calibrate = false;
   bool compareAlgos = false;
   std::optional<int> rounds;  // --rounds, --compare-algos only
+  std::string csvPath;        // --csv: the table's rows as CSV (bench/result_files.h)
+  std::string jsonPath;       // --json: the same with the run's header, as JSON
 };
 
 // The usage text: every flag, what it means, its default.

@@ -23,7 +23,8 @@
 // OK|FAILED`, `# Avg bus bandwidth : X`; `all` prints one such block per collective.
 // --calibrate prints `calibration: ...` lines instead (bench/calibrate.h), and
 // --compare-algos `#` comments and `compare: ...` lines (bench/compare_algos.h). Errors
-// and logs go to stderr.
+// and logs go to stderr. --csv FILE and --json FILE write the same rows, as the same
+// strings, to files on rank 0 (bench/result_files.h).
 // Exit status 0 only if nothing was wrong and no error; 2 for a wrong command line.
 #include <unistd.h>
 
@@ -48,6 +49,7 @@
 #include "bench/calibrate.h"
 #include "bench/compare_algos.h"
 #include "bench/mpi_bootstrap.h"
+#include "bench/result_files.h"
 #include "ring/communicator.h"
 
 namespace gyre::bench {
@@ -138,10 +140,27 @@ void printHeader(Communicator& comm, const BenchOptions& o, const CollectiveInfo
   std::fflush(stdout);
 }
 
-// One collective's block: header, a row per (type, op, size), trailer. Returns the
-// wrong elements over all ranks.
+// One 13-column row of the table, from the strings the result files also write.
+void printRow(const ResultRow& row) {
+  std::printf("%12zu  %12zu  %8s  %6s  %6d", row.bytes, row.elements, row.type.c_str(),
+              row.redop.c_str(), row.root);
+  for (const GroupText& g : row.group) {
+    if (!g.present) {
+      std::printf("  %9s  %7s  %7s  %6s", "N/A", "N/A", "N/A", "N/A");
+    } else {
+      std::printf("  %9s  %7s  %7s  %6s", g.time.c_str(), g.algbw.c_str(), g.busbw.c_str(),
+                  g.wrong.c_str());
+    }
+  }
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+// One collective's block: header, a row per (type, op, size), trailer; rows also go to
+// `files` (rank 0, --csv/--json; else null). Returns the wrong elements over all ranks.
 uint64_t runCollective(Communicator& comm, const BenchOptions& o, const CollectiveInfo& c,
-                       const std::vector<std::string>& records, std::byte* send, std::byte* recv) {
+                       const std::vector<std::string>& records, std::byte* send, std::byte* recv,
+                       ResultFiles* files) {
   const int n = comm.size();
   const bool print = comm.rank() == 0;
   if (print) printHeader(comm, o, c, records);
@@ -173,22 +192,24 @@ uint64_t runCollective(Communicator& comm, const BenchOptions& o, const Collecti
         }
         comm.allReduce(times, times, 2, DataType::kFloat64, ReduceOp::kMax);
         if (!print) continue;
-        std::printf("%12zu  %12zu  %8s  %6s  %6d", l.bytes, l.elements, dtypeName(t),
-                    c.reduces ? opName(op) : "none", c.rooted ? o.root : -1);
+        ResultRow row;
+        row.collective = c.name;
+        if (c.id == CollectiveId::kAllReduce) row.algorithm = comm.allReduceAlgorithm(l.bytes);
+        row.bytes = l.bytes;
+        row.elements = l.elements;
+        row.type = dtypeName(t);
+        row.redop = c.reduces ? opName(op) : "none";
+        row.root = c.rooted ? o.root : -1;
         for (int g = 0; g < 2; ++g) {
-          if (!has[g]) {
-            std::printf("  %9s  %7s  %7s  %6s", "N/A", "N/A", "N/A", "N/A");
-            continue;
-          }
+          if (!has[g]) continue;
           const double algBw = times[g] > 0 ? static_cast<double>(l.bytes) / times[g] / 1e9 : 0;
           const double busBw = algBw * c.busBwFactor(n);
           busBwSum += busBw;
           ++busBwCount;
-          std::string w = o.check ? std::to_string(wrong[g]) : "N/A";
-          std::printf("  %9.2f  %7.3f  %7.3f  %6s", times[g] * 1e6, algBw, busBw, w.c_str());
+          row.group[g] = formatGroup(times[g], algBw, busBw, o.check, wrong[g]);
         }
-        std::printf("\n");
-        std::fflush(stdout);
+        printRow(row);
+        if (files != nullptr) files->add(row);
       }
     }
   }
@@ -202,8 +223,65 @@ uint64_t runCollective(Communicator& comm, const BenchOptions& o, const Collecti
   return totalWrong;
 }
 
+// The command line, for the JSON header.
+std::string gCommand;
+
+// Rank 0 opens --csv and --json; every rank learns whether it could (a one-byte max
+// all-reduce), so that a path rank 0 cannot write stops every rank, not only rank 0.
+// Returns null where nothing is to be written, or on ranks other than 0.
+std::unique_ptr<ResultFiles> openResultFiles(Communicator& comm, const BenchOptions& o,
+                                             const std::vector<std::string>& records) {
+  if (o.csvPath.empty() && o.jsonPath.empty()) return nullptr;
+  std::unique_ptr<ResultFiles> files;
+  uint8_t failed = 0;
+  if (comm.rank() == 0) {
+    try {
+      files = std::make_unique<ResultFiles>(o.csvPath, o.jsonPath);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "gyre-bench: %s\n", e.what());
+      failed = 1;
+    }
+  }
+  comm.allReduce(&failed, &failed, 1, DataType::kUint8, ReduceOp::kMax);
+  if (failed) {
+    fail(ErrorCode::kInvalidArgument, "rank 0 cannot write the result files (--csv/--json)");
+  }
+  if (!files) return nullptr;
+  RunHeader h;
+  h.command = gCommand;
+  h.date = utcNow();
+  for (const std::string& record : records) {
+    char host[128] = "";
+    std::sscanf(record.c_str(), "%*d %127s", host);
+    h.rankHosts.push_back(host);
+  }
+  h.host = h.rankHosts.empty() ? "" : h.rankHosts[0];
+  h.ranks = comm.size();
+  const Options& opt = comm.options();
+  h.transport = transportName(opt.transport);
+  h.algorithm = algoName(opt.algo);
+  h.launcher = launcherName(launchEnvFromProcess().launcher);
+  h.bootstrap = gBootstrap;
+  h.slots = opt.slots;
+  h.slotBytes = opt.slotBytes;
+  h.nsocks = opt.nsocks;
+  for (const CollectiveInfo* c : o.collectives) h.collectives.push_back(c->name);
+  h.iters = o.iters;
+  h.warmup = o.warmup;
+  h.check = o.check;
+  files->setHeader(std::move(h));
+  return files;
+}
+
 int runBench(Communicator& comm, const BenchOptions& o) {
   const std::vector<std::string> records = gatherRankRecords(comm);
+  std::unique_ptr<ResultFiles> files;
+  try {
+    files = openResultFiles(comm, o, records);
+  } catch (const Error& e) {
+    if (comm.rank() != 0) std::fprintf(stderr, "gyre-bench: rank %d: %s\n", comm.rank(), e.what());
+    return 2;
+  }
   Buffer send = allocate(o.maxBytes);
   Buffer recv = allocate(o.maxBytes);
   uint64_t totalWrong = 0;
@@ -212,8 +290,10 @@ int runBench(Communicator& comm, const BenchOptions& o) {
       if (comm.rank() == 0) std::printf("# %s skipped: it needs at least 2 ranks\n#\n", c->name);
       continue;
     }
-    totalWrong += runCollective(comm, o, *c, records, send.bytes.get(), recv.bytes.get());
+    totalWrong +=
+        runCollective(comm, o, *c, records, send.bytes.get(), recv.bytes.get(), files.get());
   }
+  if (files) files->finish();
   return totalWrong == 0 ? 0 : 1;
 }
 
@@ -237,6 +317,7 @@ int runCompareAlgos(Communicator& comm, const Options& commOptions, const BenchO
 int main(int argc, char** argv) {
   using namespace gyre;
   bench::BenchOptions options;
+  for (int i = 0; i < argc; ++i) bench::gCommand += (i ? " " : "") + std::string(argv[i]);
   try {
     if (!bench::parseOptions(argc, argv, options)) {
       std::fputs(bench::kUsage, stdout);

@@ -63,6 +63,7 @@ size_t passes(const GroupRing& ring) {
 // Phase 1: chunk me of `out` = the group's sum of chunk me of `in` (avg not divided).
 void reduceScatterPass(GroupRing& ring, const std::byte* in, std::byte* out, size_t offset) {
   Primitives& p = ring.prims();
+  p.phase("host reduce-scatter");
   const int g = ring.size();
   size_t b;
   size_t len = ring.at(ring.chunk(g - 1), offset, &b);
@@ -81,6 +82,7 @@ void reduceScatterPass(GroupRing& ring, const std::byte* in, std::byte* out, siz
 // first send, then the rest (the pipelined form does other work in between, while
 // that slice crosses the host link).
 void allReduceFirstSend(GroupRing& ring, std::byte* buf, size_t offset) {
+  ring.prims().phase("cross-host all-reduce");
   size_t b;
   const size_t len = ring.at(ring.chunk(ring.size() - 1), offset, &b);
   ring.prims().send(buf + ring.bytes(b), len);
@@ -88,6 +90,7 @@ void allReduceFirstSend(GroupRing& ring, std::byte* buf, size_t offset) {
 
 void allReduceRest(GroupRing& ring, std::byte* buf, size_t offset) {
   Primitives& p = ring.prims();
+  p.phase("cross-host all-reduce");
   const int g = ring.size();
   size_t b;
   size_t len;
@@ -108,6 +111,7 @@ void allReduceRest(GroupRing& ring, std::byte* buf, size_t offset) {
 // Phase 3: every member's final chunk of `out` to every member.
 void allGatherPass(GroupRing& ring, std::byte* out, size_t offset) {
   Primitives& p = ring.prims();
+  p.phase("host all-gather");
   const int g = ring.size();
   size_t b;
   size_t len = ring.at(ring.me(), offset, &b);
@@ -142,6 +146,7 @@ void allGather(GroupRing& ring, std::byte* out) {
 // chain 1 -> 2 -> ... -> L-1 -> 0 (the ring's direction; pipe 0 -> 1 is phase 3's).
 void chainReduceToFirst(GroupRing& ring, const std::byte* in, std::byte* out, size_t count) {
   Primitives& p = ring.prims();
+  p.phase("host reduce to leader");
   const int me = ring.me();
   forEachSlice(count, ring.slice(), [&](size_t offset, size_t len) {
     const size_t at = ring.bytes(offset);
@@ -159,6 +164,7 @@ void chainReduceToFirst(GroupRing& ring, const std::byte* in, std::byte* out, si
 // Its phase 3: member 0's `buf` to every member, along 0 -> 1 -> ... -> L-1.
 void chainBroadcastFromFirst(GroupRing& ring, std::byte* buf, size_t count) {
   Primitives& p = ring.prims();
+  p.phase("host broadcast from leader");
   const int g = ring.size();
   const int me = ring.me();
   forEachSlice(count, ring.slice(), [&](size_t offset, size_t len) {

@@ -245,4 +245,8 @@ void Primitives::flush() {
   }
 }
 
+void Primitives::phase(const char* name) {
+  if (ctx_.inspector) ctx_.inspector->phase(name);
+}
+
 }  // namespace gyre

@@ -87,6 +87,11 @@ class Primitives {
   // Waits until every posted slice has left this rank.
   void flush();
 
+  // Names the schedule's phase from here on ("reduce-scatter", "tree up", ...): a span
+  // nested in the collective's on the timeline (GYRE_TIMELINE; stall_inspector.h). Off,
+  // and for a phase already current, it does nothing.
+  void phase(const char* name);
+
  private:
   WaitContext waitContext() const;
   Slice receive(RecvPipe* from, size_t n);

@@ -27,6 +27,7 @@ void ringAllReduce(const PrimitiveContext& ctx, int rank, int size, const Collec
 
   forEachSlice(chunkElems, slice, [&](size_t offset, size_t) {
     size_t b;
+    prims.phase("reduce-scatter");
     size_t len = chunkAt(chunk(size - 1), offset, &b);
     prims.send(in + b * elem, len);
     for (int j = 2; j < size; ++j) {
@@ -35,6 +36,7 @@ void ringAllReduce(const PrimitiveContext& ctx, int rank, int size, const Collec
     }
     len = chunkAt(rank, offset, &b);
     prims.recvReduceCopySend(in + b * elem, out + b * elem, len);
+    prims.phase("all-gather");
     for (int j = 1; j < size - 1; ++j) {
       len = chunkAt(chunk(size - j), offset, &b);
       prims.recvCopySend(out + b * elem, len);

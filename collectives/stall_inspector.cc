@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "base/error.h"
 #include "base/log.h"
+#include "base/options.h"
 
 namespace gyre {
 namespace {
@@ -27,7 +29,8 @@ StallInspector::StallInspector(int rank, int size, std::chrono::milliseconds sta
     : rank_(rank),
       size_(size),
       stallWarn_(stallWarn),
-      beaconAfter_(beaconDelay(stallWarn, timeout)) {}
+      beaconAfter_(beaconDelay(stallWarn, timeout)),
+      timeline_(Timeline::active()) {}
 
 void StallInspector::attach(std::vector<SendPipe*> send, std::vector<RecvPipe*> recv) {
   sendPipes_ = std::move(send);
@@ -41,10 +44,29 @@ void StallInspector::begin(const CollectiveCall& call) {
   peer_ = -1;
   peerStatus_.reset();
   reported_ = false;
+  if (timeline_) {
+    spanStart_ = monotonicNs();
+    phaseName_ = nullptr;
+  }
 }
 
 void StallInspector::end() {
   if (published_) resume();
+  if (!timeline_) return;
+  const int64_t now = monotonicNs();
+  if (phaseName_) timeline_->span(phaseName_, "phase", phaseStart_, now);
+  TimelineArgs args;
+  args.bytes = static_cast<int64_t>(call_.count * dtypeSize(call_.dtype));
+  args.seq = call_.seq;
+  if (call_.algo != 0) args.algorithm = algoName(static_cast<AllReduceAlgo>(call_.algo));
+  timeline_->span(collectiveName(call_.kind), "collective", spanStart_, now, args);
+}
+
+void StallInspector::nextPhase(const char* name) {
+  const int64_t now = monotonicNs();
+  if (phaseName_) timeline_->span(phaseName_, "phase", phaseStart_, now);
+  phaseName_ = name;
+  phaseStart_ = now;
 }
 
 void StallInspector::publish(const PeerStatus& status) {
@@ -105,6 +127,18 @@ void StallInspector::waiting(int peer, const char* what,
         "of it so far); {}; rank {} has not arrived at {} or is stalled in it",
         describe(call_), seconds(waited), what, peer, sent_, received_, b.story, b.suspect,
         describe(call_));
+    if (recorder_ && recorder_->enabled() && !dumpDir_.empty()) {
+      try {
+        const std::string path = recorder_->dumpTo(
+            dumpDir_, "stall",
+            fmt::format("{} has waited {:.1f} s for peer rank {}; rank {} has not arrived or is "
+                        "stalled in it",
+                        describe(call_), seconds(waited), peer, b.suspect));
+        log(LogLevel::kWarn, rank_, "stall: flight recorder dumped to {}", path);
+      } catch (const Error& e) {
+        log(LogLevel::kWarn, rank_, "stall: {}", e.what());
+      }
+    }
   }
 }
 

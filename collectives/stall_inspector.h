@@ -19,7 +19,10 @@
 //   one WARN line: the call, how long, the peer awaited, bytes moved, and the suspect.
 // - Blame: after a wait timed out, blame() gives the suspect and the story behind it.
 //
-// It also counts the bytes a collective has moved, for every error message.
+// It also counts the bytes a collective has moved, for every error message, and mirrors
+// them into the flight recorder's live counters (collectives/flight_recorder.h) so that a
+// dump taken mid-collective shows them; with GYRE_TRACE_DIR set, the stall report also
+// dumps the recorder.
 //
 // Threads: used only by the thread that runs the communicator's collectives (it is the
 // WaitObserver of their waits; pipes call it from inside a wait).
@@ -32,6 +35,8 @@
 #include <vector>
 
 #include "collectives/collective.h"
+#include "base/timeline.h"
+#include "collectives/flight_recorder.h"
 #include "transport/pipe.h"
 
 namespace gyre {
@@ -44,19 +49,33 @@ class StallInspector final : public WaitObserver {
   // The pipes statuses are published on (every pipe of the communicator).
   void attach(std::vector<SendPipe*> send, std::vector<RecvPipe*> recv);
 
-  // Brackets one collective on this rank.
+  // The recorder whose live byte counts this inspector keeps (null: none), and the
+  // directory its stall reports dump it to ("" for none).
+  void record(FlightRecorder* recorder, std::string dumpDir) {
+    recorder_ = recorder;
+    live_ = recorder ? recorder->live() : nullptr;
+    dumpDir_ = std::move(dumpDir);
+  }
+
+  // Brackets one collective on this rank. With GYRE_TIMELINE set, end() writes its span
+  // (base/timeline.h) and phase() the spans of the schedule's phases nested in it.
   void begin(const CollectiveCall& call);
   void end();
+  void phase(const char* name) {
+    if (timeline_ && name != phaseName_) nextPhase(name);
+  }
 
   // Reported by the primitives: the peer of the pipe operation under way, and each
   // slice moved (which ends a published wait).
   void at(int peer) { peer_ = peer; }
   void sent(size_t bytes) {
     sent_ += bytes;
+    if (live_) live_->sent.store(sent_, std::memory_order_relaxed);
     if (published_) resume();
   }
   void received(size_t bytes) {
     received_ += bytes;
+    if (live_) live_->received.store(received_, std::memory_order_relaxed);
     if (published_) resume();
   }
 
@@ -76,6 +95,7 @@ class StallInspector final : public WaitObserver {
 
  private:
   void resume();
+  void nextPhase(const char* name);
   void publish(const PeerStatus& status);
   // The suspect and chain length given the awaited peer and what it reported.
   std::pair<int, int> chain(int peer, const PeerStatus* status) const;
@@ -96,6 +116,12 @@ class StallInspector final : public WaitObserver {
   int publishedSuspect_ = -1;
   int publishedHops_ = 0;
   bool reported_ = false;  // the stall report of this collective is logged
+  FlightRecorder* recorder_ = nullptr;
+  FlightRecorder::Live* live_ = nullptr;
+  std::string dumpDir_;
+  Timeline* const timeline_;
+  int64_t spanStart_ = 0, phaseStart_ = 0;
+  const char* phaseName_ = nullptr;
 };
 
 }  // namespace gyre

@@ -70,6 +70,9 @@ class TreeRank {
     auto at = [&](long j) { return (begin_ + std::min(j * slice_, count_)) * elem; };
     auto len = [&](long j) { return std::min(slice_, count_ - std::min(j * slice_, count_)); };
     const long up = clock_->upSlice(tick), down = clock_->downSlice(tick);
+    // The timeline's phase: which direction moves a slice at this tick.
+    const bool upward = phase == TreePhase::kUp || phase == TreePhase::kLeafSend;
+    if ((upward ? up : down) >= 0 && up_) up_->phase(upward ? "tree up" : "tree down");
     switch (role_) {
       case Role::kLeaf:
         if (phase == TreePhase::kLeafRecv && down >= 0) up_->recv(out + at(down), len(down));

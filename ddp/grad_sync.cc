@@ -12,9 +12,19 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/timeline.h"
 #include "base/types.h"
 
 namespace gyre {
+
+namespace {
+
+// A steady_clock time as the timeline's CLOCK_MONOTONIC nanoseconds.
+int64_t nanosOf(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+}  // namespace
 
 std::vector<std::vector<size_t>> assignBuckets(const std::vector<size_t>& counts,
                                                size_t firstBucketCapBytes, size_t bucketCapBytes) {
@@ -192,6 +202,8 @@ void GradSync::launchReadyBuckets() {
 
 void GradSync::workerLoop() {
   raiseWorkerPriority();
+  Timeline* const timeline = Timeline::active();
+  if (timeline) timeline->nameThisThread("GradSync worker");
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     workAvailable_.wait(lock, [this] { return stop_ || !queue_.empty(); });
@@ -212,6 +224,14 @@ void GradSync::workerLoop() {
         error = std::current_exception();
       }
       interval.end = Clock::now();
+      if (timeline) {
+        // The communicator's allreduce span nests inside this one (same thread).
+        TimelineArgs args;
+        args.bytes = static_cast<int64_t>(bucket.count * sizeof(float));
+        args.index = static_cast<int64_t>(b);
+        timeline->span("bucket all-reduce", "ddp", nanosOf(interval.start),
+                       nanosOf(interval.end), args);
+      }
     }
     lock.lock();
     if (!failed) {

@@ -147,6 +147,14 @@ class GYRE_API Communicator {
   static constexpr int kNoColor = -1;
   std::unique_ptr<Communicator> split(int color, int key);
 
+  // Writes this rank's flight recorder (the last GYRE_TRACE_BUFFER operations: what,
+  // when, how far; docs/observability.md) to `dir`, or GYRE_TRACE_DIR when empty, as
+  // gyre-trace-<communicator>-rank<R>.json, and returns the path; tools/gyre_trace.py
+  // reads every rank's. Any thread, any time, also while an operation hangs.
+  // kInvalidArgument when the recorder is off (GYRE_TRACE_BUFFER=0) or no directory is
+  // known; kSystemError when the file cannot be written.
+  std::string dumpTrace(const std::string& dir = "");
+
   // Ends pending and later operations with kAborted and tells the other ranks (their
   // pending and later calls fail naming this abort). Any thread, any time; idempotent.
   void abort();

@@ -140,7 +140,8 @@ Work Communicator::issue(bool async, CollectiveKind kind, const void* sendbuf, v
   if (row.shape == BufferShape::kToRoot && rank() != root) recvbuf = nullptr;
   CollectiveCall call = makeCall(kind, count, dtype, op, rooted(row.shape) ? root : -1);
   Impl* impl = impl_.get();
-  return impl->issue(async, [=] { impl->run(call, sendbuf, recvbuf); });
+  return impl->issueRecorded(async, call, -1,
+                             [=](uint64_t record) { impl->run(call, sendbuf, recvbuf, record); });
 }
 
 void Communicator::allReduce(const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
@@ -214,7 +215,8 @@ Work Communicator::sendIssue(bool async, const void* buf, size_t count, DataType
   impl_->checkPeer("send", peer);
   CollectiveCall call = makeCall(CollectiveKind::kSendRecv, count, dtype);
   Impl* impl = impl_.get();
-  return impl->issue(async, [=] { impl->runSend(call, peer, buf); });
+  return impl->issueRecorded(async, call, peer,
+                             [=](uint64_t record) { impl->runSend(call, peer, buf, record); });
 }
 
 void Communicator::recv(void* buf, size_t count, DataType dtype, int peer) {
@@ -230,7 +232,8 @@ Work Communicator::recvIssue(bool async, void* buf, size_t count, DataType dtype
   impl_->checkPeer("recv", peer);
   CollectiveCall call = makeCall(CollectiveKind::kSendRecv, count, dtype);
   Impl* impl = impl_.get();
-  return impl->issue(async, [=] { impl->runRecv(call, peer, buf); });
+  return impl->issueRecorded(async, call, peer,
+                             [=](uint64_t record) { impl->runRecv(call, peer, buf, record); });
 }
 
 void Communicator::sendRecv(const void* sendbuf, size_t sendCount, int sendPeer, void* recvbuf,
@@ -242,7 +245,9 @@ void Communicator::sendRecv(const void* sendbuf, size_t sendCount, int sendPeer,
   CollectiveCall send = makeCall(CollectiveKind::kSendRecv, sendCount, dtype);
   CollectiveCall recv = makeCall(CollectiveKind::kSendRecv, recvCount, dtype);
   Impl* impl = impl_.get();
-  impl->issue(false, [=] { impl->runSendRecv(send, sendPeer, sendbuf, recv, recvPeer, recvbuf); });
+  impl->issueRecorded(false, send, sendPeer, [=](uint64_t record) {
+    impl->runSendRecv(send, sendPeer, sendbuf, recv, recvPeer, recvbuf, record);
+  });
 }
 
 void Communicator::barrier() { barrierIssue(false); }
@@ -253,11 +258,13 @@ Work Communicator::barrierIssue(bool async) {
   // The barrier row's schedule is a one-byte max all-reduce of this byte.
   CollectiveCall call = makeCall(CollectiveKind::kBarrier, 1, DataType::kUint8, ReduceOp::kMax);
   Impl* impl = impl_.get();
-  return impl->issue(async, [=] {
+  return impl->issueRecorded(async, call, -1, [=](uint64_t record) {
     uint8_t byte = 0;
-    impl->run(call, &byte, &byte);
+    impl->run(call, &byte, &byte, record);
   });
 }
+
+std::string Communicator::dumpTrace(const std::string& dir) { return impl_->dumpTrace(dir); }
 
 std::unique_ptr<Communicator> Communicator::split(int color, int key) {
   std::unique_ptr<Communicator> child;

@@ -2,14 +2,17 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <vector>
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/timeline.h"
 #include "collectives/algorithm_choice.h"
 #include "collectives/point_to_point.h"
 #include "collectives/topology_choice.h"
 #include "ring/host_link_calibration.h"
+#include "ring/trace_signal.h"
 #include "host_kernels/reduce.h"
 
 // Communicator::Impl's bodies: connecting, running operations (each through its row of
@@ -30,6 +33,15 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store, int rank, int size,
     fail(ErrorCode::kInvalidArgument,
          "rank {}: pipes need at least 2 slots of 64 bytes (slots {}, slot bytes {})", rank_,
          options_.slots, options_.slotBytes);
+  }
+  if (options_.traceBuffer > 0 && !options_.traceDir.empty()) {
+    // Now, not at the first failure: the dump is what a failure needs to be understood.
+    std::error_code ec;
+    std::filesystem::create_directories(options_.traceDir, ec);
+    if (!std::filesystem::is_directory(options_.traceDir)) {
+      fail(ErrorCode::kInvalidArgument, "rank {}: GYRE_TRACE_DIR={} is not a directory and "
+           "cannot be made one{}", rank_, options_.traceDir, ec ? ": " + ec.message() : "");
+    }
   }
   Join join(*store_, rank_, size_, options_);
   if (prefix.empty()) {
@@ -86,6 +98,12 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store, int rank, int size,
   ring_.aborted = &aborted_;
   ring_.rank = rank_;
   ring_.inspector = &inspector_;
+  recorder_ = std::make_unique<FlightRecorder>(options_.traceBuffer, rank_, size_, prefix_);
+  if (Timeline* timeline = Timeline::active()) timeline->bindRank(rank_);  // the first wins
+  inspector_.record(recorder_.get(), options_.traceDir);
+  if (recorder_->enabled() && !options_.traceDir.empty()) {
+    watchForDumpSignal(recorder_.get(), options_.traceDir);
+  }
   topology_ = HostTopology::fromHostIds(pipes_.hostIds);
   if (options_.algo == AllReduceAlgo::kHierarchical && !topology_.hierarchical()) {
     log(LogLevel::kInfo, rank_, "GYRE_ALGO=hier: {}, running the flat ring instead",
@@ -106,6 +124,8 @@ AllReduceAlgo Communicator::Impl::chooseAlgorithm(size_t bytes) const {
 
 Communicator::Impl::~Impl() {
   queue_.reset();  // finishes what was issued, before the pipes close
+  if (recorder_) unwatchForDumpSignal(recorder_.get());
+  if (Timeline* timeline = Timeline::active()) timeline->flush();
   if (!aborted_.load()) {
     // Let the last slices reach the neighbours before the sockets close.
     try {
@@ -118,8 +138,12 @@ Communicator::Impl::~Impl() {
   }
 }
 
-void Communicator::Impl::run(CollectiveCall call, const void* sendbuf, void* recvbuf) {
-  if (aborted_.load()) failAborted(call, seq_.load());
+void Communicator::Impl::run(CollectiveCall call, const void* sendbuf, void* recvbuf,
+                             uint64_t record) {
+  if (aborted_.load()) {
+    recorder_->refused(record, seq_.load());
+    failAborted(call, seq_.load());
+  }
   call.seq = seq_.fetch_add(1);
   if (size_ > 1 && (call.kind == CollectiveKind::kAllReduce ||
                     call.kind == CollectiveKind::kBarrier)) {
@@ -130,35 +154,46 @@ void Communicator::Impl::run(CollectiveCall call, const void* sendbuf, void* rec
                                          call.root, topology_, cost_)) {
     call.algo = static_cast<uint8_t>(AllReduceAlgo::kHierarchical);  // the two-level form
   }
-  execute(call, [&] {
+  execute(call, record, [&] {
     if (size_ == 1) return runSingle(call, sendbuf, recvbuf);
     runSchedule(
         ScheduleArgs{ring_, peerPipes_, topology_, rank_, size_, call, sendbuf, recvbuf});
   });
 }
 
-void Communicator::Impl::runSend(CollectiveCall call, int peer, const void* buf) {
-  if (aborted_.load()) failAborted(call, sendSeq_[peer]);
+void Communicator::Impl::runSend(CollectiveCall call, int peer, const void* buf,
+                                 uint64_t record) {
+  if (aborted_.load()) {
+    recorder_->refused(record, sendSeq_[peer]);
+    failAborted(call, sendSeq_[peer]);
+  }
   call.seq = sendSeq_[peer]++;
   call.root = rank_;
-  execute(call, [&] { sendTo(ring_, peerPipes_, call, peer, buf); });
+  execute(call, record, [&] { sendTo(ring_, peerPipes_, call, peer, buf); });
 }
 
-void Communicator::Impl::runRecv(CollectiveCall call, int peer, void* buf) {
-  if (aborted_.load()) failAborted(call, recvSeq_[peer]);
+void Communicator::Impl::runRecv(CollectiveCall call, int peer, void* buf, uint64_t record) {
+  if (aborted_.load()) {
+    recorder_->refused(record, recvSeq_[peer]);
+    failAborted(call, recvSeq_[peer]);
+  }
   call.seq = recvSeq_[peer]++;
   call.root = peer;
-  execute(call, [&] { recvFrom(ring_, peerPipes_, call, peer, buf); });
+  execute(call, record, [&] { recvFrom(ring_, peerPipes_, call, peer, buf); });
 }
 
 void Communicator::Impl::runSendRecv(CollectiveCall send, int sendPeer, const void* sendbuf,
-                                     CollectiveCall recv, int recvPeer, void* recvbuf) {
-  if (aborted_.load()) failAborted(send, sendSeq_[sendPeer]);
+                                     CollectiveCall recv, int recvPeer, void* recvbuf,
+                                     uint64_t record) {
+  if (aborted_.load()) {
+    recorder_->refused(record, sendSeq_[sendPeer]);
+    failAborted(send, sendSeq_[sendPeer]);
+  }
   send.seq = sendSeq_[sendPeer]++;
   send.root = rank_;
   recv.seq = recvSeq_[recvPeer]++;
   recv.root = recvPeer;
-  execute(send, [&] {
+  execute(send, record, [&] {
     gyre::sendRecv(ring_, peerPipes_, send, sendPeer, sendbuf, recv, recvPeer, recvbuf);
   });
 }
@@ -171,17 +206,34 @@ void Communicator::Impl::failAborted(CollectiveCall call, uint32_t seq) {
 }
 
 template <typename Body>
-void Communicator::Impl::execute(const CollectiveCall& call, Body&& body) {
+void Communicator::Impl::execute(const CollectiveCall& call, uint64_t record, Body&& body) {
+  recorder_->started(record, call);
   inspector_.begin(call);
   try {
     body();
     inspector_.end();
+    recorder_->finished(record, true, inspector_.bytesSent(), inspector_.bytesReceived());
   } catch (const Error& e) {
+    recorder_->finished(record, false, inspector_.bytesSent(), inspector_.bytesReceived());
     failCollective(call, e);
   } catch (const std::exception& e) {
     // Not gyre's own (bad_alloc, say), yet the pipes must still be closed before return.
+    recorder_->finished(record, false, inspector_.bytesSent(), inspector_.bytesReceived());
     failCollective(call, Error(ErrorCode::kInternal, e.what()));
   }
+}
+
+std::string Communicator::Impl::dumpTrace(const std::string& dir) {
+  if (!recorder_->enabled()) {
+    fail(ErrorCode::kInvalidArgument, "rank {}: dumpTrace: the flight recorder is off "
+         "(GYRE_TRACE_BUFFER=0)", rank_);
+  }
+  const std::string where = dir.empty() ? options_.traceDir : dir;
+  if (where.empty()) {
+    fail(ErrorCode::kInvalidArgument,
+         "rank {}: dumpTrace: no directory: pass one or set GYRE_TRACE_DIR", rank_);
+  }
+  return recorder_->dumpTo(where, "dumpTrace()", "");
 }
 
 void Communicator::Impl::failCollective(const CollectiveCall& call, const Error& e) {
@@ -196,6 +248,15 @@ void Communicator::Impl::failCollective(const CollectiveCall& call, const Error&
   log(LogLevel::kError, rank_, "{}", message);
   // Before returning: the pipes may still send from the caller's buffers.
   abortAll(abortNotice(failure, rank_, call.seq), message);
+  // The first failure only: later calls on the aborted communicator add nothing.
+  if (recorder_->enabled() && !options_.traceDir.empty() && !dumpedFailure_.exchange(true)) {
+    try {
+      const std::string path = recorder_->dumpTo(options_.traceDir, "failure", message);
+      log(LogLevel::kWarn, rank_, "flight recorder dumped to {}", path);
+    } catch (const Error& dumpError) {
+      log(LogLevel::kWarn, rank_, "{}", dumpError.what());
+    }
+  }
   throw Error(failure.code, message);
 }
 

@@ -6,7 +6,9 @@
 // Contract: one Impl per Communicator. It owns the pipes to every other rank (a full mesh,
 // from ring/bootstrap), the operation queue (ring/op_queue: issue order, inline when idle),
 // the sequence numbers (collectives: one per communicator; send/recv: one per ordered pair),
-// the stall inspector and the abort state. run()/runSend()/runRecv()/runSendRecv() execute
+// the stall inspector, the flight recorder (collectives/flight_recorder.h: every operation
+// is recorded when issued, started and finished; dumped on a failure, a stall report,
+// SIGUSR1 or dumpTrace()) and the abort state. run()/runSend()/runRecv()/runSendRecv() execute
 // one operation on the calling thread (the queue's), through the schedule of its row in
 // collectives/collective_table.h; failures are named, the communicator is aborted and its
 // peers told (failCollective). abort() may come from any other thread: what both touch is
@@ -22,6 +24,7 @@
 
 #include "collectives/collective.h"
 #include "collectives/collective_table.h"
+#include "collectives/flight_recorder.h"
 #include "collectives/host_topology.h"
 #include "collectives/topology_choice.h"
 #include "collectives/primitives.h"
@@ -50,14 +53,15 @@ class Communicator::Impl {
   ~Impl();
 
   // Executing thread (the queue's). A collective; numbered on the communicator's sequence.
-  void run(CollectiveCall call, const void* sendbuf, void* recvbuf);
+  // `record`: its flight recorder entry (issue() made it).
+  void run(CollectiveCall call, const void* sendbuf, void* recvbuf, uint64_t record);
   // The all-reduce algorithm a call of `bytes` runs with (the same on every rank).
   AllReduceAlgo chooseAlgorithm(size_t bytes) const;
   // Point to point: numbered per ordered pair of ranks, not on the communicator's sequence.
-  void runSend(CollectiveCall call, int peer, const void* buf);
-  void runRecv(CollectiveCall call, int peer, void* buf);
+  void runSend(CollectiveCall call, int peer, const void* buf, uint64_t record);
+  void runRecv(CollectiveCall call, int peer, void* buf, uint64_t record);
   void runSendRecv(CollectiveCall send, int sendPeer, const void* sendbuf, CollectiveCall recv,
-                   int recvPeer, void* recvbuf);
+                   int recvPeer, void* recvbuf, uint64_t record);
 
   // Runs op now (blocking: inline when nothing is pending) or queues it (async).
   template <typename F>
@@ -66,6 +70,18 @@ class Communicator::Impl {
     queue_->run(std::forward<F>(op));
     return Work();
   }
+  // The same for an operation the flight recorder records: op(record) gets its entry.
+  // (`peer`: send/recv's peer, else -1.)
+  template <typename F>
+  Work issueRecorded(bool async, const CollectiveCall& call, int peer, F&& op) {
+    const uint64_t record = recorder_->issued(call, peer);
+    return issue(async, [record, op = std::forward<F>(op)]() mutable { op(record); });
+  }
+
+  // Any thread: writes the flight recorder to `dir` (GYRE_TRACE_DIR when empty) and
+  // returns the file's path; kInvalidArgument when the recorder is off or no directory
+  // is known.
+  std::string dumpTrace(const std::string& dir);
 
   // Issuing thread: kInvalidArgument naming this rank and `row`'s collective for
   // arguments its buffer shape does not allow (nothing is sent). A reduce's recvbuf is
@@ -90,7 +106,7 @@ class Communicator::Impl {
 
  private:
   template <typename Body>
-  void execute(const CollectiveCall& call, Body&& body);
+  void execute(const CollectiveCall& call, uint64_t record, Body&& body);
   void runSingle(const CollectiveCall& call, const void* sendbuf, void* recvbuf);
   [[noreturn]] void failAborted(CollectiveCall call, uint32_t seq);
   // Names the failure, aborts (telling the neighbours) and throws the named error.
@@ -115,6 +131,8 @@ class Communicator::Impl {
   PeerPipes peerPipes_;
   HostTopology topology_;  // from pipes_.hostIds: the same on every rank
   TwoLevelCost cost_;      // the two-level model's constants (probed at creation)
+  std::unique_ptr<FlightRecorder> recorder_;  // made once the prefix (its name) is known
+  std::atomic<bool> dumpedFailure_{false};     // the first failure's dump is written
   StallInspector inspector_;
   std::atomic<bool> aborted_{false};
   std::atomic<uint32_t> seq_{0};  // written by the collective thread, read by abort()

@@ -24,6 +24,7 @@ packages=(
   pybind11-dev python3-setuptools python3-dev     # what libtorch-dev needs and does not depend on
   python3-pip                                     # tools/torch_venv.sh: expecttest for Debian's python
   ca-certificates                                 # pip's TLS to PyPI (a minbase root has no CA bundle)
+  python3-matplotlib                              # tools/plot_bench.py (gyre-bench's plots)
 )
 
 missing=()

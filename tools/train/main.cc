@@ -12,6 +12,7 @@
 // prints its test accuracy, at any world size. Exit status: 0 on success, 2 for bad
 // arguments or data, 1 for any other failure.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
@@ -26,6 +27,7 @@
 #include "base/launch_env.h"
 #include "ring/communicator.h"
 #include "store/tcp_store.h"
+#include "tools/train/progress.h"
 #include "tools/train/trainer.h"
 
 namespace {
@@ -41,6 +43,8 @@ struct Args {
   bool resume = false;
   bool eval = false;
   size_t maxSamples = 0;
+  std::string progress = "auto";  // auto (bar on a terminal, else lines), bar, lines, none
+  double progressEvery = 10;      // seconds between lines
 };
 
 // The trainer's defaults for gradient buckets. DDP's 25 MiB (first 1 MiB) puts this whole
@@ -54,6 +58,7 @@ constexpr const char* kUsage =
     "usage: gyre-train [--epochs N] [--batch N] [--lr X] [--momentum X] [--hidden W,W]\n"
     "                  [--seed N] [--data DIR] [--json FILE] [--checkpoint FILE] [--resume]\n"
     "                  [--bucket-mb X] [--block-rows N] [--max-samples N] [--eval]\n"
+    "                  [--progress auto|bar|lines|none]\n"
     "Data-parallel MLP training on Fashion-MNIST; rank and world size come from the\n"
     "launcher (gyrerun, torchrun, mpirun or srun), e.g. gyrerun -n 4 gyre-train; without\n"
     "one, gyre-train runs alone.\n"
@@ -70,7 +75,11 @@ constexpr const char* kUsage =
     "  --eval            only evaluate --checkpoint FILE on the test set (any world size)\n"
     "  --bucket-mb X     gradient bucket cap in MiB, first bucket min(1, X) [0.25]\n"
     "  --block-rows N    weight gradient rows per block, 0 = whole weights [64]\n"
-    "  --max-samples N   use only the first N training and test samples [all]\n";
+    "  --max-samples N   use only the first N training and test samples [all]\n"
+    "  --progress MODE   rank 0's progress on stderr: a bar with samples/s and ETA (bar),\n"
+    "                    a plain line every --progress-every seconds (lines), none, or\n"
+    "                    auto: bar on a terminal, else lines [auto]\n"
+    "  --progress-every S  seconds between progress lines [10]\n";
 
 [[noreturn]] void usageError(const std::string& message) {
   std::fprintf(stderr, "gyre-train: %s\n%s", message.c_str(), kUsage);
@@ -117,7 +126,8 @@ Args parseArgs(int argc, char** argv) {
     }
     static const char* const kValued[] = {
         "--epochs",     "--batch",       "--lr",   "--momentum", "--seed",       "--bucket-mb",
-        "--block-rows", "--max-samples", "--data", "--json",     "--checkpoint", "--hidden"};
+        "--block-rows", "--max-samples", "--data", "--json",     "--checkpoint", "--hidden",
+        "--progress",   "--progress-every"};
     if (std::find(std::begin(kValued), std::end(kValued), flag) == std::end(kValued)) {
       usageError("unknown argument '" + flag + "'");
     }
@@ -147,6 +157,15 @@ Args parseArgs(int argc, char** argv) {
       a.json = value;
     else if (flag == "--checkpoint")
       a.checkpoint = value;
+    else if (flag == "--progress") {
+      if (value != "auto" && value != "bar" && value != "lines" && value != "none") {
+        usageError("--progress wants auto, bar, lines or none, got '" + value + "'");
+      }
+      a.progress = value;
+    } else if (flag == "--progress-every") {
+      a.progressEvery = parseNumber<double>(flag, value);
+      if (!(a.progressEvery > 0)) usageError("--progress-every must be positive");
+    }
     else if (flag == "--hidden") {
       hidden.clear();
       size_t pos = 0;
@@ -249,9 +268,23 @@ int evaluateCheckpoint(const Args& a, gyre::train::Trainer& trainer, int world, 
   return 0;
 }
 
+// Rank 0's progress on stderr (every other rank: none); tools/train/progress.h.
+gyre::train::Progress makeProgress(const Args& a) {
+  using gyre::train::Progress;
+  const gyre::LaunchEnv launch = gyre::launchEnvFromProcess();
+  const bool rankZero = launch.launcher == gyre::Launcher::kNone || launch.rank == 0;
+  Progress::Mode mode = Progress::modeFor(rankZero && a.progress != "none", stderr);
+  if (mode != Progress::Mode::kNone && a.progress == "bar") mode = Progress::Mode::kBar;
+  if (mode != Progress::Mode::kNone && a.progress == "lines") mode = Progress::Mode::kLines;
+  return Progress(mode, stderr,
+                  std::chrono::milliseconds(static_cast<long long>(a.progressEvery * 1000)));
+}
+
 int run(const Args& a) {
+  gyre::train::Progress progress = makeProgress(a);
   gyre::train::ImageSet train, test;
   try {  // before the rendezvous, as the peer: a data problem is reported, not a hang
+    progress.say("loading data from " + a.data);
     train = gyre::train::loadImageSplit(a.data, "train", 10, a.maxSamples);
     test = gyre::train::loadImageSplit(a.data, "t10k", 10, a.maxSamples);
   } catch (const gyre::Error& e) {
@@ -260,8 +293,19 @@ int run(const Args& a) {
                  rank >= 0 ? std::to_string(rank).c_str() : "0", e.what());
     return 2;
   }
+  {
+    const gyre::LaunchEnv launch = gyre::launchEnvFromProcess();
+    progress.say(launch.launcher == gyre::Launcher::kNone
+                     ? fmt::format("{} train and {} test images; no launcher: a world of one",
+                                   train.count, test.count)
+                     : fmt::format("{} train and {} test images; joining {} ranks (rank 0's store "
+                                   "at {}:{})",
+                                   train.count, test.count, launch.size, launch.masterAddr,
+                                   launch.masterPort));
+  }
   std::unique_ptr<gyre::Communicator> comm = joinJob();
   const int rank = comm->rank(), world = comm->size();
+  progress.say(fmt::format("{} ranks joined; rank 0's weights to every rank", world));
   gyre::train::Trainer trainer(*comm, a.train, train, test);
   if (a.eval) return evaluateCheckpoint(a, trainer, world, test.count);
   if (a.resume) trainer.resumeFrom(a.checkpoint);
@@ -276,8 +320,15 @@ int run(const Args& a) {
     std::fflush(stdout);
   }
   std::vector<EpochStats> epochs;
+  // DistributedSampler's shard: the train set padded to a multiple of the world.
+  const size_t shard = (train.count + static_cast<size_t>(world) - 1) / static_cast<size_t>(world);
+  const size_t steps = (shard + a.train.batch - 1) / a.train.batch;
+  trainer.afterStep = [&progress](size_t step) { progress.step(step + 1); };
   while (trainer.epochsDone() < a.train.epochs) {
+    progress.startEpoch(trainer.epochsDone() + 1, a.train.epochs, steps,
+                        a.train.batch * static_cast<size_t>(world));
     const EpochStats e = trainer.runEpoch();
+    progress.clear();
     epochs.push_back(e);
     if (!a.checkpoint.empty()) trainer.saveTo(a.checkpoint);
     if (rank == 0) {

@@ -7,14 +7,23 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "base/timeline.h"
 #include "base/types.h"
 
 namespace gyre::train {
+
 namespace {
 
 constexpr size_t kEvalChunk = 1000;  // test images per forward, as the peer
 
 using Clock = std::chrono::steady_clock;
+
+// The timeline's clock (CLOCK_MONOTONIC, base/timeline.h) in nanoseconds.
+int64_t monotonicNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
 double secondsSince(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
@@ -176,9 +185,23 @@ EpochStats Trainer::runEpoch() {
   comm_.barrier();
   const Clock::time_point t0 = Clock::now();
   const std::vector<size_t> order = sampler_.indices();
+  // GYRE_TIMELINE: the step's parts as spans on this thread (forward, backward, the wait
+  // in finish, the optimizer), beside GradSync's bucket all-reduces on its worker.
+  Timeline* const timeline = Timeline::active();
+  if (timeline && epochsDone_ == 0) timeline->nameThisThread("training");
+  const auto mark = [timeline](const char* name, int64_t& since, int64_t index) {
+    if (!timeline) return;
+    const int64_t now = monotonicNanos();
+    TimelineArgs args;
+    args.index = index;
+    timeline->span(name, "train", since, now, args);
+    since = now;
+  };
   size_t step = 0;
   for (size_t start = 0; start < order.size(); start += batch, ++step) {
     const size_t n = std::min(batch, order.size() - start);
+    int64_t stepStart = timeline ? monotonicNanos() : 0;
+    int64_t since = stepStart;
     for (size_t i = 0; i < n; ++i) {
       const size_t s = order[start + i];
       std::memcpy(&batchX_[i * features], &train_.pixels[s * features], features * sizeof(float));
@@ -187,9 +210,15 @@ EpochStats Trainer::runEpoch() {
     const float* logits = model_.forward(batchX_.data(), n);
     const LossResult loss =
         softmaxCrossEntropy(logits, batchY_.data(), n, classes, dlogits_.data());
+    const auto index = static_cast<int64_t>(step);
+    mark("forward", since, index);
     model_.backward(batchX_.data(), n, dlogits_.data(), /*accumulate=*/false, ready);
+    mark("backward", since, index);
     sync_->finish();
+    mark("finish (wait for all-reduces)", since, index);
     for (size_t p = 0; p < model_.numParams(); ++p) sgd_.step(p, model_.param(p), model_.grad(p));
+    mark("optimizer", since, index);
+    mark("step", stepStart, index);
     lossSum += loss.loss * static_cast<double>(n);
     correct += loss.correct;
     if (afterStep) afterStep(step);
