@@ -46,12 +46,9 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store, int rank, int size,
     }
     auto comm = std::make_shared<PrefixStore>(prefix_, store_);
     comm->setTimeout(options_.timeout);
-    // Rank 0's token (GYRE_TOKEN, or one it makes) is there before rank 0 checks in;
-    // the others read it once the join is complete (ring/bootstrap).
-    if (rank_ == 0) {
-      comm->setString("token", options_.token.empty() ? communicator_detail::randomToken()
-                                                      : options_.token);
-    }
+    // Rank 0's random job token (public: never the secret) is there before rank 0
+    // checks in; without a secret the others read it for their names (ring/bootstrap).
+    if (rank_ == 0) comm->setString("token", communicator_detail::randomToken());
     BootstrapParams params;
     params.rank = rank_;
     params.size = size_;

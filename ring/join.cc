@@ -236,11 +236,15 @@ void Join::absorb(const Claim& mine) {
            "({}): {}. Give every rank the same environment",
            rank_, mine.rank, mine.where(), c.rank, c.where(), settingsDiff(mine.settings, c.settings));
     }
-    if (c.token != "-" && mine.token != "-" && c.token != mine.token) {
+    if (c.token != mine.token) {
+      // Fingerprints (keyed hashes), never the secrets, are compared and named here.
+      const char* how = c.token == "-"      ? "has no secret and this rank has one"
+                        : mine.token == "-" ? "has a secret and this rank has none"
+                                            : "has another secret than this rank";
       fail(ErrorCode::kInvalidArgument,
-           "rank {}: rank {} ({}) has another job token (GYRE_TOKEN) than this rank: it belongs "
-           "to another job, or the job's ranks were given different GYRE_TOKEN values",
-           rank_, c.rank, c.where());
+           "rank {}: rank {} ({}) {} (GYRE_TOKEN / GYRE_TOKEN_FILE): it belongs to another "
+           "job, or the job's ranks were given different secrets",
+           rank_, c.rank, c.where(), how);
     }
     slot = c;
     ++joined_;
@@ -299,6 +303,7 @@ void Join::watch(Ready&& ready, Progress&& progress, const char* what) {
     try {
       if (ready()) return;
       checkAlarms();
+      checkRefusals();
     } catch (const Error& e) {
       // Only the store's own errors ("add('...'): lost the connection to the bootstrap
       // store ..."), not a failure another rank published.
@@ -328,6 +333,35 @@ void Join::watch(Ready&& ready, Progress&& progress, const char* what) {
     }
     std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - now));
     pause = std::min<Clock::duration>(pause * 2, kLongestPoll);
+  }
+}
+
+void Join::checkRefusals() {
+  if (joined_ >= size_) return;
+  const std::string total = "gyre/store/refused";
+  if (!store_.check({total})) return;
+  // Written by the store only (store/tcp_store_server.h): decimal digits.
+  const std::string text = store_.getString(total);
+  const int64_t refusals = std::strtoll(text.c_str(), nullptr, 10);
+  const Clock::time_point now = Clock::now();
+  if (refusals != refusalsSeen_) {
+    refusalsSeen_ = refusals;
+    for (int r : missing()) {
+      if (refusedSince_.count(r) == 0 &&
+          store_.check({fmt::format("gyre/store/refused/{}", r)})) {
+        refusedSince_[r] = now;
+      }
+    }
+  }
+  for (const auto& [r, since] : refusedSince_) {
+    if (byRank_[static_cast<size_t>(r)].rank >= 0 || now - since < kRefusedGrace) continue;
+    fail(ErrorCode::kInvalidArgument,
+         "rank {}: rank {} could not join: the bootstrap store at {} refused a client claiming "
+         "to be rank {} because it does not hold the job's secret (its GYRE_TOKEN / "
+         "GYRE_TOKEN_FILE differs from rank 0's, or it has none), and rank {} has not "
+         "arrived {:.0f} s later",
+         rank_, r, storeName_, r, r,
+         std::chrono::duration<double>(kRefusedGrace).count());
   }
 }
 

@@ -14,7 +14,7 @@
 //      (Claim). The store is asked to add 1 to "alarm" and to "dropped/<r>" when the
 //      rank's connection closes (it died while joining).
 //   4. Every rank polls the arrivals and checks each claim against its own (world size,
-//      a rank claimed twice, settings that must agree, job token); watches "alarm" (a
+//      a rank claimed twice, settings that must agree, the secret's fingerprint); watches "alarm" (a
 //      failure published by any rank with publishFailure(), or a drop of a rank that has
 //      not arrived at "done"); reports progress on stderr (Options::joinProgress*); and
 //      gives up at Options::joinTimeout naming the missing ranks.
@@ -25,6 +25,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -46,7 +47,7 @@ struct Claim {
   std::string hostName;  // for messages
   std::string address;   // "host:port" it listens on for pipes
   std::string process;   // unique id of its process (processIdentity())
-  std::string token;     // hash of its GYRE_TOKEN, "-" when it takes rank 0's
+  std::string token;     // claimFingerprint() of its secret (base/secret.h), "-" when none
   std::string settings;  // "GYRE_ALGO=ring GYRE_SLOT_BYTES=131072 ...": must agree
 
   std::string encode() const;
@@ -101,6 +102,13 @@ class Join {
   // join's own (a peer's segment, say), so that they report the cause, not its echo.
   void checkAlarms();
 
+  // While ranks are missing: when the store refused a client claiming to be one of them
+  // (no secret, or another: store/tcp_store_server.h) and that rank has not arrived
+  // kRefusedGrace later, fails naming it. The grace is there because an outsider may
+  // claim any rank: a real rank that arrives in time is never failed by one.
+  void checkRefusals();
+  static constexpr std::chrono::seconds kRefusedGrace{3};
+
  private:
   template <typename Ready, typename Progress>
   void watch(Ready&& ready, Progress&& progress, const char* what);
@@ -120,6 +128,8 @@ class Join {
   int64_t seen_ = 0;           // claims read (arrival numbers 1..seen_)
   int joined_ = 0;
   int64_t alarmsSeen_ = 0;
+  int64_t refusalsSeen_ = 0;
+  std::map<int, Clock::time_point> refusedSince_;  // missing ranks the store refused
   bool seenCounted_ = false;  // this rank is counted in "error-seen"
 };
 
