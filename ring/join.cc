@@ -7,7 +7,9 @@
 #include <sstream>
 #include <thread>
 
+#include "base/crypto.h"
 #include "base/log.h"
+#include "base/secret.h"
 #include "store/store.h"
 #include "store/tcp_store.h"
 
@@ -177,7 +179,7 @@ std::vector<Claim> Join::checkIn(const Claim& mine) {
   store_.addOnClose(key("alarm"), 1);
   store_.addOnClose(key(fmt::format("dropped/{}", rank_)), 1);
   const int64_t seq = store_.add(key("arrived"), 1);
-  store_.setString(key(fmt::format("claim/{}", seq)), mine.encode());
+  store_.setString(key(fmt::format("claim/{}", seq)), signClaim(mine.encode(), seq));
   watch(
       [&] {
         absorb(mine);
@@ -206,7 +208,10 @@ void Join::absorb(const Claim& mine) {
     if (!store_.check({k})) return;  // its rank is between its add and its set
     ++seen_;
     Claim c;
-    if (!Claim::decode(store_.getString(k), &c)) {
+    const std::string signedText = store_.getString(k);
+    std::string text = signedText;
+    const bool authentic = checkClaim(signedText, seen_, &text);
+    if (!Claim::decode(text, &c)) {
       fail(ErrorCode::kInvalidArgument,
            "rank {}: a malformed check-in reached the store at {} (a different gyre version, or "
            "another program using the port?)",
@@ -218,6 +223,16 @@ void Join::absorb(const Claim& mine) {
            "WORLD_SIZE={}, rank {} ({}) with WORLD_SIZE={}. Start every node with the same "
            "--nnodes and --nproc_per_node (the world is nnodes x nproc_per_node)",
            rank_, c.rank, c.where(), c.size, mine.rank, mine.where(), mine.size);
+    }
+    // A claim without a signature from a rank without a secret is named by the
+    // fingerprint check below; anything else unsigned or wrongly signed was written by
+    // someone without the secret (the store is torch's, say, open to anyone).
+    if (!authentic && !(c.token == "-" && mine.token != "-")) {
+      fail(ErrorCode::kInvalidArgument,
+           "rank {}: check-in {} in the store at {} (it claims to be rank {} at {}) is not "
+           "signed with the job's secret: someone without the secret wrote or rewrote it. "
+           "Refusing to connect to it",
+           rank_, seen_, storeName_, c.rank, c.address);
     }
     if (c.rank < 0 || c.rank >= size_) {
       fail(ErrorCode::kInvalidArgument, "rank {}: rank {} ({}) is outside [0, {})", rank_, c.rank,
@@ -249,6 +264,37 @@ void Join::absorb(const Claim& mine) {
     slot = c;
     ++joined_;
   }
+}
+
+// The signature line: "mac <64 hex digits>\n" after the claim, over the communicator's
+// prefix, the arrival number and the claim's text, so that a signed claim cannot be moved
+// to another arrival or communicator either.
+std::string Join::claimMac(const std::string& text, int64_t seq) const {
+  const Mac mac = hmacSha256(authKey(options_.token),
+                             {std::string_view("gyre-claim-v1\n"), prefix_,
+                              std::string_view("\n"), std::to_string(seq),
+                              std::string_view("\n"), text});
+  std::string hex;
+  for (uint8_t b : mac) hex += fmt::format("{:02x}", b);
+  return hex;
+}
+
+std::string Join::signClaim(const std::string& text, int64_t seq) const {
+  if (options_.token.empty()) return text;
+  return text + "mac " + claimMac(text, seq) + "\n";
+}
+
+bool Join::checkClaim(const std::string& signedText, int64_t seq, std::string* text) const {
+  *text = signedText;
+  if (options_.token.empty()) return true;  // nothing to check against
+  const size_t at = signedText.rfind("mac ");
+  if (at == std::string::npos || (at > 0 && signedText[at - 1] != '\n')) return false;
+  *text = signedText.substr(0, at);
+  const std::string want = "mac " + claimMac(*text, seq) + "\n";
+  const std::string got = signedText.substr(at);
+  return got.size() == want.size() &&
+         equalMacs(reinterpret_cast<const uint8_t*>(got.data()),
+                   reinterpret_cast<const uint8_t*>(want.data()), want.size());
 }
 
 std::vector<int> Join::missing() const {

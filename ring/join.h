@@ -11,7 +11,10 @@
 //      begun on this store; the k-th is "gyre/comm<k>". Agreed through the store, never
 //      through process memory, so a new store always starts at comm0.
 //   3. Check-in: seq = add("arrived"), then "claim/<seq>" holds what the rank believes
-//      (Claim). The store is asked to add 1 to "alarm" and to "dropped/<r>" when the
+//      (Claim), its address included. With a secret the claim is signed: a line
+//      "mac <HMAC(K, prefix, seq, claim)>" follows it, and a claim that is unsigned or
+//      wrongly signed (written by anyone without the secret, e.g. in torch's open store)
+//      fails creation on every rank that reads it, naming it; no rank connects to it. The store is asked to add 1 to "alarm" and to "dropped/<r>" when the
 //      rank's connection closes (it died while joining).
 //   4. Every rank polls the arrivals and checks each claim against its own (world size,
 //      a rank claimed twice, settings that must agree, the secret's fingerprint); watches "alarm" (a
@@ -113,6 +116,11 @@ class Join {
   template <typename Ready, typename Progress>
   void watch(Ready&& ready, Progress&& progress, const char* what);
   void absorb(const Claim& mine);  // reads and checks the claims that arrived
+  // With a secret, a claim is signed (ring/join.cc); checkClaim sets *text to the claim
+  // without its signature and says whether the signature is right.
+  std::string claimMac(const std::string& text, int64_t seq) const;
+  std::string signClaim(const std::string& text, int64_t seq) const;
+  bool checkClaim(const std::string& signedText, int64_t seq, std::string* text) const;
   std::string key(const std::string& name) const { return prefix_ + "/join/" + name; }
   std::string joinedSummary() const;
   std::vector<int> missing() const;

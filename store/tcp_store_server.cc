@@ -115,7 +115,8 @@ class TcpStoreServer::Loop {
     std::optional<StoreAuthHello> authHello;  // its authentication hello, once read
     Nonce nonce{};                            // ours, in the challenge
     bool authenticated = false;               // may send requests
-    bool closeWhenFlushed = false;  // its hello was refused; tell it why, then close
+    bool closeWhenFlushed = false;
+    bool ended = false;  // it closed its side; closed here once its input is handled  // its hello was refused; tell it why, then close
     std::vector<uint8_t> in;
     std::vector<uint8_t> out;
     size_t outSent = 0;
@@ -163,6 +164,10 @@ class TcpStoreServer::Loop {
         if (revents == 0 || clients_.count(ids[i]) == 0) continue;
         if ((revents & (POLLIN | POLLHUP | POLLERR)) && !receive(ids[i])) continue;
         pump(ids[i]);
+        auto it = clients_.find(ids[i]);
+        if (it != clients_.end() && it->second.ended) {
+          close(ids[i], LogLevel::kInfo, "closed the connection");
+        }
       }
       // Clients whose held get/wait a set just answered.
       while (!ready_.empty()) {
@@ -215,7 +220,12 @@ class TcpStoreServer::Loop {
         budget -= static_cast<size_t>(r);
         continue;
       }
-      if (r == 0) return close(id, LogLevel::kInfo, "closed the connection");
+      if (r == 0) {
+        // What it sent before closing is handled first (pump(), then the loop closes it):
+        // a rank that fails authentication sends its proof and leaves at once.
+        c.ended = true;
+        return true;
+      }
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       // A reset is how a client that leaves with a reply unread says goodbye.
