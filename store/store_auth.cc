@@ -11,12 +11,12 @@ namespace {
 constexpr std::string_view kServerLabel = "gyre-store-v3 server";
 constexpr std::string_view kClientLabel = "gyre-store-v3 client";
 
-// Copies a fixed-size message out of `buffer` once all of it has arrived.
+// Copies a fixed-size message out of `buffer` once all of it has arrived; the caller
+// sets *consumed once the message is also valid (never with an error).
 template <typename T>
-bool take(std::span<const uint8_t> buffer, size_t* consumed, T* out) {
+bool take(std::span<const uint8_t> buffer, T* out) {
   if (buffer.size() < sizeof(T)) return false;
   std::memcpy(out, buffer.data(), sizeof(T));
-  *consumed = sizeof(T);
   return true;
 }
 
@@ -46,7 +46,8 @@ std::optional<StoreAuthHello> parseStoreAuthHello(std::span<const uint8_t> buffe
     return std::nullopt;
   }
   StoreAuthHello h;
-  if (!take(buffer, consumed, &h)) return std::nullopt;
+  if (!take(buffer, &h)) return std::nullopt;
+  *consumed = sizeof(h);
   return h;
 }
 
@@ -60,7 +61,7 @@ std::optional<StoreAuthProof> parseStoreAuthProof(std::span<const uint8_t> buffe
     return std::nullopt;
   }
   StoreAuthProof p;
-  if (!take(buffer, consumed, &p)) return std::nullopt;
+  if (!take(buffer, &p)) return std::nullopt;
   if (p.reserved != 0) {
     *error = "malformed proof";
     return std::nullopt;
@@ -71,6 +72,7 @@ std::optional<StoreAuthProof> parseStoreAuthProof(std::span<const uint8_t> buffe
                          hello.rank);
     return std::nullopt;
   }
+  *consumed = sizeof(p);
   return p;
 }
 
@@ -82,11 +84,12 @@ std::optional<StoreAuthChallenge> parseStoreAuthChallenge(std::span<const uint8_
     return std::nullopt;
   }
   StoreAuthChallenge c;
-  if (!take(buffer, consumed, &c)) return std::nullopt;
+  if (!take(buffer, &c)) return std::nullopt;
   if (c.mode != kStoreModeOpen && c.mode != kStoreModeSecret) {
     *error = fmt::format("unknown authentication mode {}", c.mode);
     return std::nullopt;
   }
+  *consumed = sizeof(c);
   return c;
 }
 
