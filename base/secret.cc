@@ -4,12 +4,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "base/log.h"
 
 namespace gyre {
 namespace {
@@ -85,6 +87,16 @@ Key authKey(const std::string& secret) { return hmacSha256(secret, {std::string_
 
 std::string claimFingerprint(const std::string& secret) {
   return hexPrefix(hmacSha256(authKey(secret), {std::string_view("gyre-claim-v1")}), 8);
+}
+
+void noteOpenJob(const std::string& where) {
+  static std::atomic<bool> said{false};
+  if (said.exchange(true)) return;
+  log(LogLevel::kInfo, -1,
+      "no secret (GYRE_TOKEN / GYRE_TOKEN_FILE) is set, so anyone who can reach {} can read "
+      "and rewrite the store and join the job's connections (gyrerun sets one by itself; "
+      "docs/security.md)",
+      where);
 }
 
 std::string nameTag(const std::string& secret) {

@@ -33,4 +33,8 @@ Key authKey(const std::string& secret);
 std::string claimFingerprint(const std::string& secret);
 std::string nameTag(const std::string& secret);
 
+// Logs once per process, at INFO, that a job without a secret is open to anyone who
+// reaches `where` (its store) and its ranks' listeners.
+void noteOpenJob(const std::string& where);
+
 }  // namespace gyre

@@ -141,16 +141,7 @@ std::shared_ptr<TcpStore> TcpStore::serveOn(Fd listening, std::chrono::milliseco
     if (IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr)) in6->sin6_addr = in6addr_loopback;
   }
   auto server = std::make_unique<TcpStoreServer>(std::move(listening), secret);
-  if (secret.empty()) {
-    static std::atomic<bool> said{false};
-    if (!said.exchange(true)) {
-      log(LogLevel::kInfo, -1,
-          "bootstrap store at {}: no secret (GYRE_TOKEN / GYRE_TOKEN_FILE) is set, so anyone "
-          "who can reach this port can read and rewrite the store and join the job's "
-          "connections (gyrerun sets one by itself; docs/security.md)",
-          bound.toString());
-    }
-  }
+  if (secret.empty()) noteOpenJob("the bootstrap store at " + bound.toString());
   std::shared_ptr<TcpStore> store(
       new TcpStore(local, bound.toString(), timeout, std::move(server), secret, -1));
   std::lock_guard<std::mutex> lock(store->mu_);
