@@ -286,13 +286,15 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
     rdma.connector.reset();
 
     set.progress = std::make_unique<TcpProgress>();
+    // With GYRE_ENCRYPT, each connection's keys from its handshake (empty: plain).
     for (auto& [peer, fds] : conns.out) {
       set.send.emplace(peer, makeTcpSendPipe(std::move(fds), peer, options.slots,
-                                             options.slotBytes, set.progress.get(), p.size));
+                                             options.slotBytes, set.progress.get(), p.size,
+                                             conns.outKeys[peer]));
     }
     for (auto& [peer, fds] : conns.in) {
       set.recv.emplace(peer, makeTcpRecvPipe(std::move(fds), peer, options.slots,
-                                             options.slotBytes, p.size));
+                                             options.slotBytes, p.size, conns.inKeys[peer]));
     }
 
     // 4. Once every rank has opened its segments, no name is needed any more: nothing
@@ -300,9 +302,9 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
     join.arrive("connected");
     join.waitAll("connected", "connecting the pipes");
     for (const std::string& name : names) ShmSegment::unlink(name);
-    log(LogLevel::kInfo, p.rank, "pipes: {} shm, {} rdma, {} tcp ({} connection{} each)",
+    log(LogLevel::kInfo, p.rank, "pipes: {} shm, {} rdma, {} tcp ({} connection{} each{})",
         names.size(), rdmaPipes, conns.in.size() + conns.out.size(), options.nsocks,
-        options.nsocks == 1 ? "" : "s");
+        options.nsocks == 1 ? "" : "s", options.encrypt ? ", AES-256-GCM" : "");
   } catch (...) {
     for (const std::string& name : names) {
       try {

@@ -269,19 +269,30 @@ void Join::absorb(const Claim& mine) {
 // The signature line: "mac <64 hex digits>\n" after the claim, over the communicator's
 // prefix, the arrival number and the claim's text, so that a signed claim cannot be moved
 // to another arrival or communicator either.
-std::string Join::claimMac(const std::string& text, int64_t seq) const {
-  const Mac mac = hmacSha256(authKey(options_.token),
-                             {std::string_view("gyre-claim-v1\n"), prefix_,
-                              std::string_view("\n"), std::to_string(seq),
-                              std::string_view("\n"), text});
+namespace {
+std::string claimMacOf(const std::string& secret, const std::string& prefix, int64_t seq,
+                       const std::string& text) {
+  const Mac mac = hmacSha256(authKey(secret), {std::string_view("gyre-claim-v1\n"), prefix,
+                                               std::string_view("\n"), std::to_string(seq),
+                                               std::string_view("\n"), text});
   std::string hex;
   for (uint8_t b : mac) hex += fmt::format("{:02x}", b);
   return hex;
 }
+}  // namespace
+
+std::string signedClaimText(const std::string& secret, const std::string& prefix, int64_t seq,
+                            const std::string& claim) {
+  if (secret.empty()) return claim;
+  return claim + "mac " + claimMacOf(secret, prefix, seq, claim) + "\n";
+}
+
+std::string Join::claimMac(const std::string& text, int64_t seq) const {
+  return claimMacOf(options_.token, prefix_, seq, text);
+}
 
 std::string Join::signClaim(const std::string& text, int64_t seq) const {
-  if (options_.token.empty()) return text;
-  return text + "mac " + claimMac(text, seq) + "\n";
+  return signedClaimText(options_.token, prefix_, seq, text);
 }
 
 bool Join::checkClaim(const std::string& signedText, int64_t seq, std::string* text) const {

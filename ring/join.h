@@ -58,6 +58,12 @@ struct Claim {
   std::string where() const;  // "host h (10.0.0.2)"
 };
 
+// A check-in's text as the join stores it with `secret` (ring/join.cc: the claim, then
+// "mac <HMAC(K, prefix, seq, claim)>"); the claim unchanged without a secret. For tests
+// that play the network between ranks (they hold the secret).
+std::string signedClaimText(const std::string& secret, const std::string& prefix, int64_t seq,
+                            const std::string& claim);
+
 // "0-3,5,7-9".
 std::string rankRanges(const std::vector<int>& ranks);
 
