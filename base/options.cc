@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "base/error.h"
+#include "base/secret.h"
 
 namespace gyre {
 namespace {
@@ -137,6 +138,25 @@ Options Options::fromEnvironment() {
   }
   if (const char* v = env("GYRE_SOCKET_IFNAME")) o.socketIfname = v;
   if (const char* v = env("GYRE_TOKEN")) o.token = v;
+  if (const char* v = env("GYRE_TOKEN_FILE")) {
+    if (!o.token.empty()) {
+      fail(ErrorCode::kInvalidArgument,
+           "both GYRE_TOKEN and GYRE_TOKEN_FILE are set: give the job's secret one way only");
+    }
+    o.token = readSecretFile(v);
+  }
+  if (o.token.size() > kMaxSecretBytes) {
+    fail(ErrorCode::kInvalidArgument, "GYRE_TOKEN holds {} bytes, more than the {} a secret "
+         "may have", o.token.size(), kMaxSecretBytes);
+  }
+  if (const char* v = env("GYRE_ENCRYPT")) {
+    o.encrypt = parseInteger(v, "GYRE_ENCRYPT", 0, 1) == 1;
+    if (o.encrypt && o.token.empty()) {
+      fail(ErrorCode::kInvalidArgument,
+           "GYRE_ENCRYPT=1 needs the job's secret to derive its keys: set GYRE_TOKEN_FILE (or "
+           "GYRE_TOKEN), or start the job with gyrerun, which makes one");
+    }
+  }
   if (const char* v = env("GYRE_HOST_ID")) o.hostId = v;
   if (const char* v = env("GYRE_LINK_PROBE")) {
     o.linkProbe = parseInteger(v, "GYRE_LINK_PROBE", 0, 1) == 1;

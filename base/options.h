@@ -60,7 +60,12 @@ struct GYRE_API Options {
   bool requireRdma = false;
   AllReduceAlgo algo = AllReduceAlgo::kAuto;           // GYRE_ALGO=auto|ring|tree|rd|hier
   std::string socketIfname;                            // GYRE_SOCKET_IFNAME (NCCL syntax)
-  std::string token;                                   // GYRE_TOKEN (else rank 0 makes one)
+  // The job's shared secret: GYRE_TOKEN, or the contents of GYRE_TOKEN_FILE (a file only
+  // its owner may read; base/secret.h). Empty: no authentication (anyone who reaches the
+  // store's port may join; logged once at INFO). Never printed, never sent.
+  std::string token;
+  // GYRE_ENCRYPT=1: AES-256-GCM on every tcp pipe (needs a secret; docs/security.md).
+  bool encrypt = false;
   std::string hostId;                                  // GYRE_HOST_ID (overrides host identity)
   // GYRE_LINK_PROBE=0|1: on >= 2 hosts with GYRE_ALGO=auto, measure the inter-host link
   // at creation (ring/host_link_calibration.h) instead of using fixed constants.

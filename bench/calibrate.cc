@@ -85,12 +85,13 @@ std::shared_ptr<Store> algoStore(Communicator& comm, const Options& options) {
   std::shared_ptr<TcpStore> served;
   uint64_t port = 0;
   if (comm.rank() == 0) {
-    served = TcpStore::serve(host, 0, options.timeout);
+    served = TcpStore::serve(host, 0, options.timeout, options.token);
     port = served->port();
   }
   comm.broadcast(&port, 1, DataType::kUint64, 0);
   if (served) return served;
-  return TcpStore::connect(host, static_cast<uint16_t>(port), options.timeout);
+  return TcpStore::connect(host, static_cast<uint16_t>(port), options.timeout, options.token,
+                           comm.rank());
 }
 
 std::unique_ptr<Communicator> algoCommunicator(Communicator& comm,

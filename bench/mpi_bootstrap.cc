@@ -55,7 +55,7 @@ std::unique_ptr<Communicator> communicatorFromMpi(const Options& options) {
       const std::string host = launch.masterAddrFrom == "MASTER_ADDR"
                                    ? launch.masterAddr
                                    : listenAddress(options.socketIfname, launch.masterAddr);
-      store = TcpStore::serve(host, 0, options.timeout);
+      store = TcpStore::serve(host, 0, options.timeout, options.token);
       record.port = store->port();
       std::snprintf(record.text, sizeof(record.text), "%s", host.c_str());
     } catch (const Error& e) {
@@ -68,7 +68,8 @@ std::unique_ptr<Communicator> communicatorFromMpi(const Options& options) {
     fail(ErrorCode::kSystemError, "rank 0 could not start the bootstrap store: {}", record.text);
   }
   const std::string host = record.text;
-  if (rank != 0) store = TcpStore::connect(host, static_cast<uint16_t>(record.port), options.timeout);
+  if (rank != 0) store = TcpStore::connect(host, static_cast<uint16_t>(record.port), options.timeout,
+                                          options.token, rank);
   return Communicator::create(std::move(store), rank, size, options, host);
 }
 

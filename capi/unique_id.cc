@@ -134,7 +134,7 @@ UniqueId serveUniqueId(const Options& options) {
   id.token = randomToken();
   char check[kUniqueIdBytes];
   encode(id, check);  // a host too long fails before a server starts
-  std::shared_ptr<TcpStore> store = TcpStore::serve(id.host, 0, options.timeout);
+  std::shared_ptr<TcpStore> store = TcpStore::serve(id.host, 0, options.timeout, id.token);
   id.port = store->port();
   // Constructed before the handler is registered, so destroyed after it runs.
   (void)globalOptions();

@@ -368,11 +368,12 @@ std::unique_ptr<CudaCommunicator> CudaCommunicator::createBeside(Communicator& b
   std::shared_ptr<TcpStore> store;
   uint32_t port = 0;
   if (bootstrap.rank() == 0) {
-    store = TcpStore::serve(host, 0, timeout);
+    store = TcpStore::serve(host, 0, timeout, bootstrap.options().token);
     port = store->port();
   }
   bootstrap.allReduce(&port, &port, 1, DataType::kUint32, ReduceOp::kMax);
-  if (bootstrap.rank() != 0) store = TcpStore::connect(host, static_cast<uint16_t>(port), timeout);
+  if (bootstrap.rank() != 0) store = TcpStore::connect(host, static_cast<uint16_t>(port), timeout,
+                                                        bootstrap.options().token, bootstrap.rank());
   return create(store, bootstrap.rank(), bootstrap.size(), bootstrap.options(), cuda);
 }
 

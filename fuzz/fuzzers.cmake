@@ -7,7 +7,7 @@ include(ExternalProject)
 
 set(GYRE_FUZZ_SECONDS 10 CACHE STRING "Seconds each fuzz target runs in the test suite")
 set(GYRE_FUZZ_TARGETS fuzz_hello fuzz_frame fuzz_store_hello fuzz_store_request
-    fuzz_store_reply fuzz_tcp_stream)
+    fuzz_store_reply fuzz_tcp_stream fuzz_handshake fuzz_store_auth fuzz_sealed_stream)
 
 find_program(GYRE_FUZZ_CXX NAMES clang++ clang++-18 clang++-17 clang++-16 clang++-15 clang++-14)
 if(NOT GYRE_FUZZ_CXX)

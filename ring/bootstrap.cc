@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/secret.h"
 #include "ring/host_identity.h"
 #include "ring/join.h"
 #include "store/store.h"
@@ -166,20 +167,24 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
   mine.hostName = mine.hostId.substr(0, mine.hostId.find('/'));
   mine.address = bound.toString();
   mine.process = processIdentity();
-  mine.token = p.token.empty() ? "-" : fmt::format("{:016x}", fnv1a64(p.token));
+  // A keyed hash: equal secrets give equal fingerprints, and the store learns nothing of
+  // the secret from it.
+  mine.token = p.token.empty() ? "-" : claimFingerprint(p.token);
   mine.settings = fmt::format(
-      "GYRE_ALGO={} GYRE_SLOT_BYTES={} GYRE_SLOTS={} GYRE_NSOCKS={} protocol={}",
+      "GYRE_ALGO={} GYRE_SLOT_BYTES={} GYRE_SLOTS={} GYRE_NSOCKS={} GYRE_ENCRYPT={} protocol={}",
       algoName(options.algo), options.slotBytes, options.slots, options.nsocks,
-      kJoinProtocolVersion);
+      options.encrypt ? 1 : 0, kJoinProtocolVersion);
   log(LogLevel::kInfo, p.rank, "listening on {}", bound.toString());
   const std::vector<Claim> claims = join.checkIn(mine);
   for (const Claim& c : claims) set.hostIds.push_back(c.hostId);
   set.localRanks = static_cast<int>(
       std::count(set.hostIds.begin(), set.hostIds.end(), set.hostIds[p.rank]));
-  // Rank 0 set the token before it checked in. Names and handshakes carry rank 0's
-  // process too, so that two jobs given one GYRE_TOKEN still never share a name.
-  if (p.token.empty()) p.token = store.getString("token");
-  p.commId = fnv1a64(p.token + "/" + join.prefix() + "/" + claims[0].process);
+  // Names (shm segments, the communicator id) carry the job's tag: a keyed hash of the
+  // secret (never the secret: names are visible), or without a secret the random token
+  // rank 0 set before it checked in. They carry rank 0's process too, so that two jobs
+  // given one secret still never share a name.
+  const std::string tag = p.token.empty() ? store.getString("token") : nameTag(p.token);
+  p.commId = fnv1a64(tag + "/" + join.prefix() + "/" + claims[0].process);
 
   // 2. Per peer: shared memory when on this host (and allowed); rdma to another host when
   // both ends have a usable device (or everywhere with GYRE_TRANSPORT=rdma); else tcp.
@@ -208,7 +213,8 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
     ep.self = p.rank;
     ep.worldSize = p.size;
     ep.commId = p.commId;
-    ep.token = tokenBytes(p.token);
+    ep.key = authKey(p.token);
+    ep.encrypt = options.encrypt;
     ep.channels = options.nsocks;
     auto useRdma = [&](int peer) { return rdma.peers.count(peer) != 0; };
     for (int peer : rdma.peers) ep.oneChannel.insert(peer);
@@ -226,7 +232,7 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
     }
     for (int peer : p.recvFrom) {
       if (useShm(peer)) {
-        names.push_back(shmSegmentName(p.token, p.commId, peer, p.rank));
+        names.push_back(shmSegmentName(tag, p.commId, peer, p.rank));
         auto pipe = ShmRecvPipe::create("memfd:" + names.back(), options.slots,
                                         options.slotBytes, peer, pidOf(peer));
         store.setString(fmt::format("segment/{}-{}", peer, p.rank), pipe->name());
@@ -239,7 +245,7 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
     for (int peer : p.sendTo) {
       if (useShm(peer)) {
         shmSendTo.push_back(peer);
-        names.push_back(shmSegmentName(p.token, p.commId, p.rank, peer));
+        names.push_back(shmSegmentName(tag, p.commId, p.rank, peer));
       } else {
         ep.sendTo.emplace(peer, parseAddress(claims[peer].address));
       }
@@ -280,13 +286,15 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
     rdma.connector.reset();
 
     set.progress = std::make_unique<TcpProgress>();
+    // With GYRE_ENCRYPT, each connection's keys from its handshake (empty: plain).
     for (auto& [peer, fds] : conns.out) {
       set.send.emplace(peer, makeTcpSendPipe(std::move(fds), peer, options.slots,
-                                             options.slotBytes, set.progress.get(), p.size));
+                                             options.slotBytes, set.progress.get(), p.size,
+                                             conns.outKeys[peer]));
     }
     for (auto& [peer, fds] : conns.in) {
       set.recv.emplace(peer, makeTcpRecvPipe(std::move(fds), peer, options.slots,
-                                             options.slotBytes, p.size));
+                                             options.slotBytes, p.size, conns.inKeys[peer]));
     }
 
     // 4. Once every rank has opened its segments, no name is needed any more: nothing
@@ -294,9 +302,9 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
     join.arrive("connected");
     join.waitAll("connected", "connecting the pipes");
     for (const std::string& name : names) ShmSegment::unlink(name);
-    log(LogLevel::kInfo, p.rank, "pipes: {} shm, {} rdma, {} tcp ({} connection{} each)",
+    log(LogLevel::kInfo, p.rank, "pipes: {} shm, {} rdma, {} tcp ({} connection{} each{})",
         names.size(), rdmaPipes, conns.in.size() + conns.out.size(), options.nsocks,
-        options.nsocks == 1 ? "" : "s");
+        options.nsocks == 1 ? "" : "s", options.encrypt ? ", AES-256-GCM" : "");
   } catch (...) {
     for (const std::string& name : names) {
       try {

@@ -33,8 +33,8 @@ inline constexpr int kJoinProtocolVersion = 1;
 struct BootstrapParams {
   int rank = 0;
   int size = 1;
-  uint64_t commId = 0;  // set by connectPeers from the token, the prefix and rank 0
-  std::string token;    // GYRE_TOKEN, or empty: rank 0's (from the store's "token")
+  uint64_t commId = 0;  // set by connectPeers from the job's tag, the prefix and rank 0
+  std::string token;    // the job's secret (Options::token), or empty: none
   std::string listenHost;  // numeric address to listen on
   std::vector<int> sendTo;
   std::vector<int> recvFrom;

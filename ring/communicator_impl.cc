@@ -11,7 +11,10 @@
 #include "collectives/algorithm_choice.h"
 #include "collectives/point_to_point.h"
 #include "collectives/topology_choice.h"
+#include "base/secret.h"
 #include "ring/host_link_calibration.h"
+#include "ring/join.h"
+#include "ring/signed_store.h"
 #include "ring/trace_signal.h"
 #include "host_kernels/reduce.h"
 
@@ -56,14 +59,18 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store, int rank, int size,
     } catch (const Error& e) {
       fail(e.code(), "rank {}: {}", rank_, e.what());
     }
-    auto comm = std::make_shared<PrefixStore>(prefix_, store_);
-    comm->setTimeout(options_.timeout);
-    // Rank 0's token (GYRE_TOKEN, or one it makes) is there before rank 0 checks in;
-    // the others read it once the join is complete (ring/bootstrap).
-    if (rank_ == 0) {
-      comm->setString("token", options_.token.empty() ? communicator_detail::randomToken()
-                                                      : options_.token);
+    // With a secret, what this communicator publishes is signed and what it reads must
+    // be (ring/signed_store.h): the store may be open to anyone (torch's).
+    std::shared_ptr<Store> comm = std::make_shared<PrefixStore>(prefix_, store_);
+    if (!options_.token.empty()) {
+      comm = std::make_shared<SignedStore>(comm, options_.token, describeStore(*store_));
+    } else if (rank_ == 0) {
+      noteOpenJob(describeStore(*store_));
     }
+    comm->setTimeout(options_.timeout);
+    // Rank 0's random job token (public: never the secret) is there before rank 0
+    // checks in; without a secret the others read it for their names (ring/bootstrap).
+    if (rank_ == 0) comm->setString("token", communicator_detail::randomToken());
     BootstrapParams params;
     params.rank = rank_;
     params.size = size_;
@@ -110,8 +117,11 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store, int rank, int size,
         topology_.whyFlat());
   }
   {
-    PrefixStore probeStore(prefix_, store_);
-    cost_ = calibrateHostLinks(probeStore, ring_, peerPipes_, topology_, rank_, options_,
+    std::shared_ptr<Store> probeStore = std::make_shared<PrefixStore>(prefix_, store_);
+    if (!options_.token.empty()) {
+      probeStore = std::make_shared<SignedStore>(probeStore, options_.token, describeStore(*store_));
+    }
+    cost_ = calibrateHostLinks(*probeStore, ring_, peerPipes_, topology_, rank_, options_,
                                pipes_.allShm, options_.transport != TransportKind::kTcp);
   }
   log(LogLevel::kInfo, rank_, "communicator of {} ranks ready ({})", size_,

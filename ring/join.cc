@@ -7,7 +7,9 @@
 #include <sstream>
 #include <thread>
 
+#include "base/crypto.h"
 #include "base/log.h"
+#include "base/secret.h"
 #include "store/store.h"
 #include "store/tcp_store.h"
 
@@ -177,7 +179,7 @@ std::vector<Claim> Join::checkIn(const Claim& mine) {
   store_.addOnClose(key("alarm"), 1);
   store_.addOnClose(key(fmt::format("dropped/{}", rank_)), 1);
   const int64_t seq = store_.add(key("arrived"), 1);
-  store_.setString(key(fmt::format("claim/{}", seq)), mine.encode());
+  store_.setString(key(fmt::format("claim/{}", seq)), signClaim(mine.encode(), seq));
   watch(
       [&] {
         absorb(mine);
@@ -206,7 +208,10 @@ void Join::absorb(const Claim& mine) {
     if (!store_.check({k})) return;  // its rank is between its add and its set
     ++seen_;
     Claim c;
-    if (!Claim::decode(store_.getString(k), &c)) {
+    const std::string signedText = store_.getString(k);
+    std::string text = signedText;
+    const bool authentic = checkClaim(signedText, seen_, &text);
+    if (!Claim::decode(text, &c)) {
       fail(ErrorCode::kInvalidArgument,
            "rank {}: a malformed check-in reached the store at {} (a different gyre version, or "
            "another program using the port?)",
@@ -218,6 +223,16 @@ void Join::absorb(const Claim& mine) {
            "WORLD_SIZE={}, rank {} ({}) with WORLD_SIZE={}. Start every node with the same "
            "--nnodes and --nproc_per_node (the world is nnodes x nproc_per_node)",
            rank_, c.rank, c.where(), c.size, mine.rank, mine.where(), mine.size);
+    }
+    // A claim without a signature from a rank without a secret is named by the
+    // fingerprint check below; anything else unsigned or wrongly signed was written by
+    // someone without the secret (the store is torch's, say, open to anyone).
+    if (!authentic && !(c.token == "-" && mine.token != "-")) {
+      fail(ErrorCode::kInvalidArgument,
+           "rank {}: check-in {} in the store at {} (it claims to be rank {} at {}) is not "
+           "signed with the job's secret: someone without the secret wrote or rewrote it. "
+           "Refusing to connect to it",
+           rank_, seen_, storeName_, c.rank, c.address);
     }
     if (c.rank < 0 || c.rank >= size_) {
       fail(ErrorCode::kInvalidArgument, "rank {}: rank {} ({}) is outside [0, {})", rank_, c.rank,
@@ -236,15 +251,61 @@ void Join::absorb(const Claim& mine) {
            "({}): {}. Give every rank the same environment",
            rank_, mine.rank, mine.where(), c.rank, c.where(), settingsDiff(mine.settings, c.settings));
     }
-    if (c.token != "-" && mine.token != "-" && c.token != mine.token) {
+    if (c.token != mine.token) {
+      // Fingerprints (keyed hashes), never the secrets, are compared and named here.
+      const char* how = c.token == "-"      ? "has no secret and this rank has one"
+                        : mine.token == "-" ? "has a secret and this rank has none"
+                                            : "has another secret than this rank";
       fail(ErrorCode::kInvalidArgument,
-           "rank {}: rank {} ({}) has another job token (GYRE_TOKEN) than this rank: it belongs "
-           "to another job, or the job's ranks were given different GYRE_TOKEN values",
-           rank_, c.rank, c.where());
+           "rank {}: rank {} ({}) {} (GYRE_TOKEN / GYRE_TOKEN_FILE): it belongs to another "
+           "job, or the job's ranks were given different secrets",
+           rank_, c.rank, c.where(), how);
     }
     slot = c;
     ++joined_;
   }
+}
+
+// The signature line: "mac <64 hex digits>\n" after the claim, over the communicator's
+// prefix, the arrival number and the claim's text, so that a signed claim cannot be moved
+// to another arrival or communicator either.
+namespace {
+std::string claimMacOf(const std::string& secret, const std::string& prefix, int64_t seq,
+                       const std::string& text) {
+  const Mac mac = hmacSha256(authKey(secret), {std::string_view("gyre-claim-v1\n"), prefix,
+                                               std::string_view("\n"), std::to_string(seq),
+                                               std::string_view("\n"), text});
+  std::string hex;
+  for (uint8_t b : mac) hex += fmt::format("{:02x}", b);
+  return hex;
+}
+}  // namespace
+
+std::string signedClaimText(const std::string& secret, const std::string& prefix, int64_t seq,
+                            const std::string& claim) {
+  if (secret.empty()) return claim;
+  return claim + "mac " + claimMacOf(secret, prefix, seq, claim) + "\n";
+}
+
+std::string Join::claimMac(const std::string& text, int64_t seq) const {
+  return claimMacOf(options_.token, prefix_, seq, text);
+}
+
+std::string Join::signClaim(const std::string& text, int64_t seq) const {
+  return signedClaimText(options_.token, prefix_, seq, text);
+}
+
+bool Join::checkClaim(const std::string& signedText, int64_t seq, std::string* text) const {
+  *text = signedText;
+  if (options_.token.empty()) return true;  // nothing to check against
+  const size_t at = signedText.rfind("mac ");
+  if (at == std::string::npos || (at > 0 && signedText[at - 1] != '\n')) return false;
+  *text = signedText.substr(0, at);
+  const std::string want = "mac " + claimMac(*text, seq) + "\n";
+  const std::string got = signedText.substr(at);
+  return got.size() == want.size() &&
+         equalMacs(reinterpret_cast<const uint8_t*>(got.data()),
+                   reinterpret_cast<const uint8_t*>(want.data()), want.size());
 }
 
 std::vector<int> Join::missing() const {
@@ -299,6 +360,7 @@ void Join::watch(Ready&& ready, Progress&& progress, const char* what) {
     try {
       if (ready()) return;
       checkAlarms();
+      checkRefusals();
     } catch (const Error& e) {
       // Only the store's own errors ("add('...'): lost the connection to the bootstrap
       // store ..."), not a failure another rank published.
@@ -328,6 +390,35 @@ void Join::watch(Ready&& ready, Progress&& progress, const char* what) {
     }
     std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - now));
     pause = std::min<Clock::duration>(pause * 2, kLongestPoll);
+  }
+}
+
+void Join::checkRefusals() {
+  if (joined_ >= size_) return;
+  const std::string total = "gyre/store/refused";
+  if (!store_.check({total})) return;
+  // Written by the store only (store/tcp_store_server.h): decimal digits.
+  const std::string text = store_.getString(total);
+  const int64_t refusals = std::strtoll(text.c_str(), nullptr, 10);
+  const Clock::time_point now = Clock::now();
+  if (refusals != refusalsSeen_) {
+    refusalsSeen_ = refusals;
+    for (int r : missing()) {
+      if (refusedSince_.count(r) == 0 &&
+          store_.check({fmt::format("gyre/store/refused/{}", r)})) {
+        refusedSince_[r] = now;
+      }
+    }
+  }
+  for (const auto& [r, since] : refusedSince_) {
+    if (byRank_[static_cast<size_t>(r)].rank >= 0 || now - since < kRefusedGrace) continue;
+    fail(ErrorCode::kInvalidArgument,
+         "rank {}: rank {} could not join: the bootstrap store at {} refused a client claiming "
+         "to be rank {} because it does not hold the job's secret (its GYRE_TOKEN / "
+         "GYRE_TOKEN_FILE differs from rank 0's, or it has none), and rank {} has not "
+         "arrived {:.0f} s later",
+         rank_, r, storeName_, r, r,
+         std::chrono::duration<double>(kRefusedGrace).count());
   }
 }
 

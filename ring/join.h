@@ -11,10 +11,13 @@
 //      begun on this store; the k-th is "gyre/comm<k>". Agreed through the store, never
 //      through process memory, so a new store always starts at comm0.
 //   3. Check-in: seq = add("arrived"), then "claim/<seq>" holds what the rank believes
-//      (Claim). The store is asked to add 1 to "alarm" and to "dropped/<r>" when the
+//      (Claim), its address included. With a secret the claim is signed: a line
+//      "mac <HMAC(K, prefix, seq, claim)>" follows it, and a claim that is unsigned or
+//      wrongly signed (written by anyone without the secret, e.g. in torch's open store)
+//      fails creation on every rank that reads it, naming it; no rank connects to it. The store is asked to add 1 to "alarm" and to "dropped/<r>" when the
 //      rank's connection closes (it died while joining).
 //   4. Every rank polls the arrivals and checks each claim against its own (world size,
-//      a rank claimed twice, settings that must agree, job token); watches "alarm" (a
+//      a rank claimed twice, settings that must agree, the secret's fingerprint); watches "alarm" (a
 //      failure published by any rank with publishFailure(), or a drop of a rank that has
 //      not arrived at "done"); reports progress on stderr (Options::joinProgress*); and
 //      gives up at Options::joinTimeout naming the missing ranks.
@@ -25,6 +28,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -46,13 +50,19 @@ struct Claim {
   std::string hostName;  // for messages
   std::string address;   // "host:port" it listens on for pipes
   std::string process;   // unique id of its process (processIdentity())
-  std::string token;     // hash of its GYRE_TOKEN, "-" when it takes rank 0's
+  std::string token;     // claimFingerprint() of its secret (base/secret.h), "-" when none
   std::string settings;  // "GYRE_ALGO=ring GYRE_SLOT_BYTES=131072 ...": must agree
 
   std::string encode() const;
   static bool decode(const std::string& text, Claim* out);
   std::string where() const;  // "host h (10.0.0.2)"
 };
+
+// A check-in's text as the join stores it with `secret` (ring/join.cc: the claim, then
+// "mac <HMAC(K, prefix, seq, claim)>"); the claim unchanged without a secret. For tests
+// that play the network between ranks (they hold the secret).
+std::string signedClaimText(const std::string& secret, const std::string& prefix, int64_t seq,
+                            const std::string& claim);
 
 // "0-3,5,7-9".
 std::string rankRanges(const std::vector<int>& ranks);
@@ -101,10 +111,22 @@ class Join {
   // join's own (a peer's segment, say), so that they report the cause, not its echo.
   void checkAlarms();
 
+  // While ranks are missing: when the store refused a client claiming to be one of them
+  // (no secret, or another: store/tcp_store_server.h) and that rank has not arrived
+  // kRefusedGrace later, fails naming it. The grace is there because an outsider may
+  // claim any rank: a real rank that arrives in time is never failed by one.
+  void checkRefusals();
+  static constexpr std::chrono::seconds kRefusedGrace{3};
+
  private:
   template <typename Ready, typename Progress>
   void watch(Ready&& ready, Progress&& progress, const char* what);
   void absorb(const Claim& mine);  // reads and checks the claims that arrived
+  // With a secret, a claim is signed (ring/join.cc); checkClaim sets *text to the claim
+  // without its signature and says whether the signature is right.
+  std::string claimMac(const std::string& text, int64_t seq) const;
+  std::string signClaim(const std::string& text, int64_t seq) const;
+  bool checkClaim(const std::string& signedText, int64_t seq, std::string* text) const;
   std::string key(const std::string& name) const { return prefix_ + "/join/" + name; }
   std::string joinedSummary() const;
   std::vector<int> missing() const;
@@ -120,6 +142,8 @@ class Join {
   int64_t seen_ = 0;           // claims read (arrival numbers 1..seen_)
   int joined_ = 0;
   int64_t alarmsSeen_ = 0;
+  int64_t refusalsSeen_ = 0;
+  std::map<int, Clock::time_point> refusedSince_;  // missing ranks the store refused
   bool seenCounted_ = false;  // this rank is counted in "error-seen"
 };
 

@@ -14,7 +14,7 @@ std::shared_ptr<TcpStore> joinStore(const std::string& host, uint16_t port, int 
                                     const Options& options) {
   if (rank == 0) {
     try {
-      return TcpStore::serve(host, port, options.timeout);
+      return TcpStore::serve(host, port, options.timeout, options.token);
     } catch (const Error& e) {
       fail(e.code(), "rank 0: {} (MASTER_ADDR={}, MASTER_PORT={})", e.what(), host, port);
     }
@@ -33,7 +33,8 @@ std::shared_ptr<TcpStore> connectStore(const std::string& host, uint16_t port, i
     const Clock::time_point until = std::min(deadline, nextReport);
     try {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
-      auto store = TcpStore::connect(host, port, std::max(left, std::chrono::milliseconds(1)));
+      auto store = TcpStore::connect(host, port, std::max(left, std::chrono::milliseconds(1)),
+                                      options.token, rank);
       store->setTimeout(options.timeout);
       const std::string owner = fmt::format("gyre/owner/{}", rank);
       if (fresh && store->check({owner}) && store->getString(owner) == processIdentity()) {

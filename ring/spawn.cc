@@ -33,8 +33,10 @@ struct Child {
   std::string failure;
   try {
     std::shared_ptr<TcpStore> store =
-        rank == 0 ? TcpStore::serveOn(std::move(listener), options.options.timeout)
-                  : TcpStore::connect("127.0.0.1", port, options.options.timeout);
+        rank == 0 ? TcpStore::serveOn(std::move(listener), options.options.timeout,
+                                      options.options.token)
+                  : TcpStore::connect("127.0.0.1", port, options.options.timeout,
+                                      options.options.token, rank);
     listener.reset();
     Options rankOptions = options.options;
     if (options.perRank) options.perRank(rank, rankOptions);

@@ -2,6 +2,7 @@
 //
 // Format (little-endian, the only byte order gyre runs on):
 //   hello   (both directions, once, client first): "GYST" u32 version
+//   then the authentication exchange of store/store_auth.h, then requests:
 //   request: u32 total length (these 4 bytes included), u8 command, fields
 //     kSet   key value        kGet key        kAdd key i64 delta
 //     kWait  u32 count, count x key           kCheck u32 count, count x key
@@ -33,8 +34,8 @@
 namespace gyre {
 
 inline constexpr char kStoreMagic[4] = {'G', 'Y', 'S', 'T'};
-// 2: kAddOnClose.
-inline constexpr uint32_t kStoreProtocolVersion = 2;
+// 2: kAddOnClose. 3: authentication after the hellos (store/store_auth.h).
+inline constexpr uint32_t kStoreProtocolVersion = 3;
 inline constexpr size_t kStoreHelloBytes = 8;
 
 inline constexpr size_t kStoreMaxKeyBytes = 4 * 1024;

@@ -2,11 +2,14 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/secret.h"
+#include "store/store_auth.h"
 #include "store/tcp_store_server.h"
 
 namespace gyre {
@@ -68,8 +71,14 @@ StoreRequest makeRequest(StoreCommand command, std::vector<std::string> keys) {
 }  // namespace
 
 TcpStore::TcpStore(SocketAddress address, std::string name, std::chrono::milliseconds timeout,
-                   std::unique_ptr<TcpStoreServer> server)
-    : Store(timeout), address_(address), name_(std::move(name)), server_(std::move(server)) {}
+                   std::unique_ptr<TcpStoreServer> server, const std::string& secret, int rank)
+    : Store(timeout),
+      address_(address),
+      name_(std::move(name)),
+      server_(std::move(server)),
+      secret_(!secret.empty()),
+      key_(authKey(secret)),
+      rank_(rank) {}
 
 TcpStore::~TcpStore() {
   // Server first: its clients, other ranks included, see their connections close now.
@@ -77,7 +86,8 @@ TcpStore::~TcpStore() {
 }
 
 std::shared_ptr<TcpStore> TcpStore::connect(const std::string& host, uint16_t port,
-                                            std::chrono::milliseconds timeout) {
+                                            std::chrono::milliseconds timeout,
+                                            const std::string& secret, int rank) {
   SocketAddress address;
   try {
     address = SocketAddress::resolve(host, port);
@@ -86,14 +96,16 @@ std::shared_ptr<TcpStore> TcpStore::connect(const std::string& host, uint16_t po
                                       "(MASTER_ADDR:MASTER_PORT): {}",
                                       hostPort(host, port), e.what()));
   }
-  std::shared_ptr<TcpStore> store(new TcpStore(address, hostPort(host, port), timeout, nullptr));
+  std::shared_ptr<TcpStore> store(
+      new TcpStore(address, hostPort(host, port), timeout, nullptr, secret, rank));
   std::lock_guard<std::mutex> lock(store->mu_);
   store->connectLocked(Clock::now() + timeout);
   return store;
 }
 
 std::shared_ptr<TcpStore> TcpStore::serve(const std::string& host, uint16_t port,
-                                          std::chrono::milliseconds timeout) {
+                                          std::chrono::milliseconds timeout,
+                                          const std::string& secret) {
   Fd listening;
   SocketAddress address;
   try {
@@ -113,10 +125,11 @@ std::shared_ptr<TcpStore> TcpStore::serve(const std::string& host, uint16_t port
     }
     throw Error(e.code(), fmt::format("bootstrap store: {}", e.what()));
   }
-  return serveOn(std::move(listening), timeout);
+  return serveOn(std::move(listening), timeout, secret);
 }
 
-std::shared_ptr<TcpStore> TcpStore::serveOn(Fd listening, std::chrono::milliseconds timeout) {
+std::shared_ptr<TcpStore> TcpStore::serveOn(Fd listening, std::chrono::milliseconds timeout,
+                                            const std::string& secret) {
   SocketAddress bound = SocketAddress::ofSocket(listening.get());
   // A wildcard bind is reached over loopback from this process.
   SocketAddress local = bound;
@@ -127,9 +140,10 @@ std::shared_ptr<TcpStore> TcpStore::serveOn(Fd listening, std::chrono::milliseco
     auto* in6 = reinterpret_cast<sockaddr_in6*>(&local.storage);
     if (IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr)) in6->sin6_addr = in6addr_loopback;
   }
-  auto server = std::make_unique<TcpStoreServer>(std::move(listening));
+  auto server = std::make_unique<TcpStoreServer>(std::move(listening), secret);
+  if (secret.empty()) noteOpenJob("the bootstrap store at " + bound.toString());
   std::shared_ptr<TcpStore> store(
-      new TcpStore(local, bound.toString(), timeout, std::move(server)));
+      new TcpStore(local, bound.toString(), timeout, std::move(server), secret, -1));
   std::lock_guard<std::mutex> lock(store->mu_);
   store->connectLocked(Clock::now() + timeout);
   return store;
@@ -153,11 +167,48 @@ void TcpStore::connectLocked(Clock::time_point deadline) {
            "the store speaks protocol version {}, this client {} (mixed gyre builds?)", *version,
            kStoreProtocolVersion);
     }
+    authenticate(fd.get(), deadline);
     fd_ = std::move(fd);
   } catch (const Error& e) {
     throw Error(e.code(), fmt::format("could not reach the bootstrap store at {} "
                                       "(MASTER_ADDR:MASTER_PORT) in {:.1f} s: {}",
                                       name_, secondsSince(start), e.what()));
+  }
+}
+
+void TcpStore::authenticate(int fd, Clock::time_point deadline) {
+  StoreAuthHello hello;
+  hello.rank = rank_;
+  hello.nonce = randomNonce();
+  writeExact(fd, &hello, sizeof(hello), deadline);
+  uint8_t bytes[sizeof(StoreAuthChallenge)];
+  readExact(fd, bytes, sizeof(bytes), deadline);
+  size_t consumed = 0;
+  std::string error;
+  std::optional<StoreAuthChallenge> challenge = parseStoreAuthChallenge(bytes, &consumed, &error);
+  if (!challenge) fail(ErrorCode::kRemoteError, "the server's challenge is invalid: {}", error);
+  if (challenge->mode == kStoreModeOpen && secret_) {
+    fail(ErrorCode::kInvalidArgument,
+         "the store asks for no secret, but this rank has one (GYRE_TOKEN / GYRE_TOKEN_FILE): "
+         "rank 0 was started without the job's secret, or this is not the job's store");
+  }
+  if (challenge->mode == kStoreModeSecret && !secret_) {
+    fail(ErrorCode::kInvalidArgument,
+         "the store requires the job's secret and this process has none: set GYRE_TOKEN_FILE "
+         "(or GYRE_TOKEN) as for the job's other ranks (gyrerun passes it to its ranks)");
+  }
+  if (challenge->mode == kStoreModeOpen) return;
+  // A proof is sent even when the store's MAC is wrong, so that the store can record the
+  // refused rank and the job's other ranks name it (ring/join.h).
+  const bool storeKnowsSecret =
+      equalMacs(challenge->mac, storeServerMac(key_, hello, challenge->nonce));
+  StoreAuthProof proof;
+  proof.mac = storeClientMac(key_, hello, challenge->nonce);
+  writeExact(fd, &proof, sizeof(proof), deadline);
+  if (!storeKnowsSecret) {
+    fail(ErrorCode::kInvalidArgument,
+         "the store holds another secret than this rank: this rank's GYRE_TOKEN / "
+         "GYRE_TOKEN_FILE differs from rank 0's (or this is not the job's store)");
   }
 }
 

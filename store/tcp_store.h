@@ -15,6 +15,13 @@
 //   fires what was registered, as the server saw the old connection close.
 // - serve() on a port that is taken says whether a gyre store answers there (another
 //   gyre job) or another program holds it.
+// - `secret` (the job's, Options::token): when set, the server serves only clients that
+//   prove they hold it, and a client talks only to a server that proves the same
+//   (store/store_auth.h); a client that lacks it, holds another, or meets a store in the
+//   other mode fails at connect() with an error that says which (never the secret).
+//   `rank` is the rank the client claims (-1: not a rank); the server records it when it
+//   refuses the client. An open store (no secret) logs once per process, at INFO, that
+//   anyone who reaches its port can use it.
 // Thread-safe: calls from several threads are serialized on the one connection.
 #pragma once
 
@@ -25,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "base/crypto.h"
 #include "base/export.h"
 #include "store/store.h"
 #include "store/store_protocol.h"
@@ -37,13 +45,16 @@ class TcpStoreServer;  // store/tcp_store_server.h
 class GYRE_API TcpStore : public Store {
  public:
   static std::shared_ptr<TcpStore> connect(const std::string& host, uint16_t port,
-                                           std::chrono::milliseconds timeout);
+                                           std::chrono::milliseconds timeout,
+                                           const std::string& secret = {}, int rank = -1);
   // port 0 picks a free port (see port()).
   static std::shared_ptr<TcpStore> serve(const std::string& host, uint16_t port,
-                                         std::chrono::milliseconds timeout);
+                                         std::chrono::milliseconds timeout,
+                                         const std::string& secret = {});
   // `listening` is a socket on which listen() was called (e.g. by gyre::spawn before
   // fork); the server takes it over.
-  static std::shared_ptr<TcpStore> serveOn(Fd listening, std::chrono::milliseconds timeout);
+  static std::shared_ptr<TcpStore> serveOn(Fd listening, std::chrono::milliseconds timeout,
+                                           const std::string& secret = {});
 
   ~TcpStore() override;
 
@@ -62,7 +73,9 @@ class GYRE_API TcpStore : public Store {
 
  private:
   TcpStore(SocketAddress address, std::string name, std::chrono::milliseconds timeout,
-           std::unique_ptr<TcpStoreServer> server);
+           std::unique_ptr<TcpStoreServer> server, const std::string& secret, int rank);
+  // The authentication exchange on a fresh connection (after the hellos).
+  void authenticate(int fd, Clock::time_point deadline);
 
   // Sends `request` and returns the reply, which must be of type `expected`.
   // `what` describes the call for error messages ("get('rank3/addr')").
@@ -73,6 +86,9 @@ class GYRE_API TcpStore : public Store {
   const SocketAddress address_;  // where the client connects
   const std::string name_;
   std::unique_ptr<TcpStoreServer> server_;  // only in the store that serves
+  const bool secret_;                       // a secret was given
+  const Key key_;                           // authKey(secret)
+  const int rank_;                          // claimed in every authentication
 
   std::mutex mu_;     // one request/reply exchange at a time; guards fd_ and lost_
   Fd fd_;             // empty until connected, and after a timeout until the next call

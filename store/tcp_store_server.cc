@@ -10,12 +10,15 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/secret.h"
+#include "store/store_auth.h"
 #include "store/store_protocol.h"
 
 namespace gyre {
@@ -27,6 +30,12 @@ constexpr int kNoRank = -1;  // the store runs before ranks are known
 // the others waiting, and how far its input runs ahead of the parser.
 constexpr size_t kReadChunkBytes = 64 * 1024;
 constexpr size_t kReadBudgetBytes = 1024 * 1024;
+// Refused clients logged one by one; beyond that, one line per window with the count, so
+// a client that retries without the secret cannot flood the log.
+constexpr int kLoggedRefusals = 10;
+constexpr std::chrono::seconds kRefusalWindow{10};
+// Keys only the store writes: refusals are recorded here for the join to read.
+constexpr std::string_view kReservedPrefix = "gyre/store/";
 // After running out of file descriptors the listener stays readable; pausing it
 // keeps the loop from spinning while clients already connected are served.
 constexpr std::chrono::milliseconds kAcceptPause{100};
@@ -69,7 +78,8 @@ StoreReply errorReply(std::string message) {
 // warning; the others are not affected. All state below stop_ belongs to the thread.
 class TcpStoreServer::Loop {
  public:
-  explicit Loop(Fd listening) : listen_(std::move(listening)) {
+  Loop(Fd listening, const std::string& secret)
+      : listen_(std::move(listening)), secret_(!secret.empty()), key_(authKey(secret)) {
     int acceptsConnections = 0;
     socklen_t len = sizeof(acceptsConnections);
     if (::getsockopt(listen_.get(), SOL_SOCKET, SO_ACCEPTCONN, &acceptsConnections, &len) != 0 ||
@@ -89,6 +99,10 @@ class TcpStoreServer::Loop {
     ssize_t ignored = ::write(stop_.get(), &one, sizeof(one));
     (void)ignored;  // an eventfd write only fails when the counter would overflow
     thread_.join();
+    if (unloggedRefusals_ > 0) {
+      log(LogLevel::kWarn, kNoRank, "bootstrap store at {}: refused {} more clients", name_,
+          unloggedRefusals_);
+    }
   }
 
   const std::string& name() const { return name_; }
@@ -98,7 +112,11 @@ class TcpStoreServer::Loop {
     Fd fd;
     std::string peer;  // "host:port", for log lines
     bool greeted = false;
-    bool closeWhenFlushed = false;  // its hello was refused; tell it why, then close
+    std::optional<StoreAuthHello> authHello;  // its authentication hello, once read
+    Nonce nonce{};                            // ours, in the challenge
+    bool authenticated = false;               // may send requests
+    bool closeWhenFlushed = false;
+    bool ended = false;  // it closed its side; closed here once its input is handled  // its hello was refused; tell it why, then close
     std::vector<uint8_t> in;
     std::vector<uint8_t> out;
     size_t outSent = 0;
@@ -146,6 +164,10 @@ class TcpStoreServer::Loop {
         if (revents == 0 || clients_.count(ids[i]) == 0) continue;
         if ((revents & (POLLIN | POLLHUP | POLLERR)) && !receive(ids[i])) continue;
         pump(ids[i]);
+        auto it = clients_.find(ids[i]);
+        if (it != clients_.end() && it->second.ended) {
+          close(ids[i], LogLevel::kInfo, "closed the connection");
+        }
       }
       // Clients whose held get/wait a set just answered.
       while (!ready_.empty()) {
@@ -198,7 +220,12 @@ class TcpStoreServer::Loop {
         budget -= static_cast<size_t>(r);
         continue;
       }
-      if (r == 0) return close(id, LogLevel::kInfo, "closed the connection");
+      if (r == 0) {
+        // What it sent before closing is handled first (pump(), then the loop closes it):
+        // a rank that fails authentication sends its proof and leaves at once.
+        c.ended = true;
+        return true;
+      }
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       // A reset is how a client that leaves with a reply unread says goodbye.
@@ -260,6 +287,31 @@ class TcpStoreServer::Loop {
         }
         continue;
       }
+      if (!c.authHello) {
+        c.authHello = parseStoreAuthHello(c.in, &consumed, &error);
+        if (!error.empty()) return (void)refuse(id, error);
+        if (!c.authHello) break;
+        c.in.erase(c.in.begin(), c.in.begin() + static_cast<ptrdiff_t>(consumed));
+        StoreAuthChallenge challenge;
+        challenge.nonce = c.nonce = randomNonce();
+        if (secret_) {
+          challenge.mode = kStoreModeSecret;
+          challenge.mac = storeServerMac(key_, *c.authHello, c.nonce);
+        } else {
+          c.authenticated = true;  // an open store: anyone may ask
+        }
+        const auto* bytes = reinterpret_cast<const uint8_t*>(&challenge);
+        c.out.insert(c.out.end(), bytes, bytes + sizeof(challenge));
+        continue;
+      }
+      if (!c.authenticated) {
+        parseStoreAuthProof(c.in, &consumed, &error, key_, *c.authHello, c.nonce);
+        if (!error.empty()) return (void)refuse(id, error);
+        if (consumed == 0) break;
+        c.in.erase(c.in.begin(), c.in.begin() + static_cast<ptrdiff_t>(consumed));
+        c.authenticated = true;
+        continue;
+      }
       std::optional<StoreRequest> request = parseStoreRequest(c.in, &consumed, &error);
       if (!error.empty()) return (void)close(id, LogLevel::kWarn, "malformed request: " + error);
       if (!request) break;
@@ -276,6 +328,13 @@ class TcpStoreServer::Loop {
 
   void handle(uint64_t id, StoreRequest&& request) {
     Client& c = clients_.at(id);
+    const bool writes = request.command == StoreCommand::kSet ||
+                        request.command == StoreCommand::kAdd ||
+                        request.command == StoreCommand::kAddOnClose;
+    if (writes && request.keys.front().starts_with(kReservedPrefix)) {
+      return reply(c, errorReply(fmt::format("keys under '{}' are written by the store only",
+                                             kReservedPrefix)));
+    }
     switch (request.command) {
       case StoreCommand::kSet: {
         const std::string& key = request.keys.front();  // the parser checked there is one
@@ -375,6 +434,37 @@ class TcpStoreServer::Loop {
     c.out.insert(c.out.end(), bytes.begin(), bytes.end());
   }
 
+  // Closes a client that failed authentication (or broke its protocol): logged one by one
+  // up to kLoggedRefusals, then as one count per kRefusalWindow. A rank it claimed is
+  // recorded under "gyre/store/refused/<rank>" (the join names it when that rank never
+  // arrives). Always false.
+  bool refuse(uint64_t id, const std::string& why) {
+    Client& c = clients_.at(id);
+    const Clock::time_point now = Clock::now();
+    if (loggedRefusals_ < kLoggedRefusals) {
+      ++loggedRefusals_;
+      log(LogLevel::kWarn, kNoRank, "bootstrap store at {}: refused client {}: {}{}", name_,
+          c.peer, why,
+          loggedRefusals_ == kLoggedRefusals ? " (further refusals are counted, not listed)" : "");
+      refusalWindowStart_ = now;
+    } else {
+      ++unloggedRefusals_;
+      if (now - refusalWindowStart_ >= kRefusalWindow) {
+        log(LogLevel::kWarn, kNoRank, "bootstrap store at {}: refused {} more clients (the "
+            "last: {}: {})", name_, unloggedRefusals_, c.peer, why);
+        unloggedRefusals_ = 0;
+        refusalWindowStart_ = now;
+      }
+    }
+    if (c.authHello && c.authHello->rank >= 0 && c.authHello->rank < (1 << 24)) {
+      const std::string key = fmt::format("{}refused/{}", kReservedPrefix, c.authHello->rank);
+      int64_t ignored = 0;
+      addTo(key, 1, &ignored);
+      addTo(std::string(kReservedPrefix) + "refused", 1, &ignored);
+    }
+    return close(id, LogLevel::kTrace, "refused: " + why);
+  }
+
   // Always false, so that callers can `return close(...)`.
   bool close(uint64_t id, LogLevel level, const std::string& why) {
     Client& c = clients_.at(id);
@@ -399,6 +489,11 @@ class TcpStoreServer::Loop {
   }
 
   Fd listen_;
+  const bool secret_;  // clients must prove they hold it
+  const Key key_;
+  int loggedRefusals_ = 0;
+  long unloggedRefusals_ = 0;
+  Clock::time_point refusalWindowStart_{};
   Fd stop_;
   std::string name_;
   std::thread thread_;
@@ -411,7 +506,8 @@ class TcpStoreServer::Loop {
   Clock::time_point acceptPausedUntil_{};
 };
 
-TcpStoreServer::TcpStoreServer(Fd listening) : loop_(std::make_unique<Loop>(std::move(listening))) {}
+TcpStoreServer::TcpStoreServer(Fd listening, const std::string& secret)
+    : loop_(std::make_unique<Loop>(std::move(listening), secret)) {}
 TcpStoreServer::~TcpStoreServer() = default;
 const std::string& TcpStoreServer::name() const { return loop_->name(); }
 

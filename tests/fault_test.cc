@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
+#include "base/secret.h"
 #include "rank_harness.h"
 #include "ring/communicator.h"
 
@@ -44,7 +45,8 @@ std::vector<std::string> shmSegmentsWith(const std::string& token) {
   std::vector<std::string> found;
   if (DIR* d = ::opendir("/dev/shm")) {
     while (dirent* e = ::readdir(d)) {
-      if (std::string(e->d_name).rfind("gyre-" + token, 0) == 0) found.push_back(e->d_name);
+      // Names carry the secret's tag, never the secret (base/secret.h).
+      if (std::string(e->d_name).rfind("gyre-" + nameTag(token), 0) == 0) found.push_back(e->d_name);
     }
     ::closedir(d);
   }

@@ -25,6 +25,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
+#include "base/secret.h"
 #include "forked_children.h"
 #include "transport/socket.h"
 
@@ -127,7 +128,8 @@ inline std::vector<std::string> shmSegmentsOf(const std::string& token) {
   std::vector<std::string> found;
   if (DIR* d = ::opendir("/dev/shm")) {
     while (dirent* e = ::readdir(d)) {
-      if (std::string(e->d_name).rfind("gyre-" + token, 0) == 0) found.push_back(e->d_name);
+      // Names carry the secret's tag, never the secret (base/secret.h).
+      if (std::string(e->d_name).rfind("gyre-" + nameTag(token), 0) == 0) found.push_back(e->d_name);
     }
     ::closedir(d);
   }

@@ -52,7 +52,7 @@ constexpr const char* kAllVariables[] = {
     "GYRE_DEBUG",     "GYRE_TIMEOUT",    "GYRE_STALL_WARN",    "GYRE_SLOT_BYTES",    "GYRE_SLOTS",
     "GYRE_TRANSPORT", "GYRE_ALGO",       "GYRE_SYNC_PRIORITY", "GYRE_SOCKET_IFNAME", "GYRE_TOKEN",
     "GYRE_HOST_ID",   "GYRE_REDUCE_ISA", "GYRE_SPIN_US",       "GYRE_TRACE_BUFFER",  "GYRE_TRACE_DIR",
-    "GYRE_TIMELINE"};
+    "GYRE_TIMELINE",  "GYRE_TOKEN_FILE", "GYRE_ENCRYPT"};
 
 // Options parsed with only `name=value` set (the other variables unset, whatever the
 // environment the suite runs in holds).
@@ -277,6 +277,7 @@ TEST(Options, StringsAreTakenVerbatim) {
   EXPECT_EQ(parsedWith("GYRE_SOCKET_IFNAME", "^docker,lo").socketIfname, "^docker,lo");
   EXPECT_EQ(parsedWith("GYRE_SOCKET_IFNAME", "=eth0").socketIfname, "=eth0");
   EXPECT_EQ(parsedWith("GYRE_TOKEN", "job-42:a b").token, "job-42:a b");
+  EXPECT_TRUE(parsedWith("GYRE_TOKEN", "job-42").encrypt == false);
   EXPECT_EQ(parsedWith("GYRE_HOST_ID", "node17").hostId, "node17");
   EXPECT_EQ(parsedWith("GYRE_REDUCE_ISA", "avx2").reduceIsa, "avx2");
   EXPECT_EQ(parsedWith("GYRE_REDUCE_ISA", "avx512").reduceIsa, "avx512");

@@ -3,7 +3,8 @@
 // these tests must see every rank's error, when it came, and its log.
 //
 // By default the parent serves the bootstrap store on loopback (bound before fork,
-// served after, so no thread exists at fork) and can read it; `makeStore` replaces
+// served after, so no thread exists at fork; with the group's secret, Options::token)
+// and can read it; `makeStore` replaces
 // that (the namespace tests serve it from a rank). Each child builds its Communicator
 // with the group's Options (perRank adjusts them), says READY, runs the body, and
 // reports through a pipe: OK, or the error's code, the steady-clock time it was caught
@@ -72,7 +73,9 @@ class RankGroup {
     for (int r = 0; r < n_; ++r) {
       children_.fork(r, [&](int out) { runChild(r, port, out, body); });
     }
-    if (!makeStore) store_ = TcpStore::serveOn(std::move(listener), options_.timeout);
+    if (!makeStore) {
+      store_ = TcpStore::serveOn(std::move(listener), options_.timeout, options_.token);
+    }
   }
 
   Store& store() { return *store_; }
@@ -136,10 +139,12 @@ class RankGroup {
     try {
       if (beforeCreate) beforeCreate(rank);
       ::setenv("MASTER_ADDR", masterAddr.c_str(), 1);
-      std::shared_ptr<Store> store =
-          makeStore ? makeStore(rank) : TcpStore::connect("127.0.0.1", port, options_.timeout);
       Options o = options_;
       if (perRank) perRank(rank, o);
+      // The rank's own secret (perRank may give one rank another) reaches the store too.
+      std::shared_ptr<Store> store =
+          makeStore ? makeStore(rank)
+                    : TcpStore::connect("127.0.0.1", port, options_.timeout, o.token, rank);
       std::unique_ptr<Communicator> comm = Communicator::create(store, rank, n_, o);
       ForkedChildren::writeAll(out, "READY\n");
       try {

@@ -7,6 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config   # toolchain
   ccache                                          # tools/build.sh and gyre_torch's builds compile through it
   libfmt-dev                                      # logging
+  libssl-dev                                      # libcrypto: HMAC, HKDF, AES-GCM (authentication, docs/security.md)
   googletest libgtest-dev libgmock-dev            # tests
   libbenchmark-dev                                # reduce_bench
   libibverbs-dev                                  # RDMA transport (optional at run time)

@@ -7,12 +7,6 @@
 
 namespace gyre {
 
-std::array<uint8_t, kTokenBytes> tokenBytes(const std::string& token) {
-  std::array<uint8_t, kTokenBytes> out{};
-  std::memcpy(out.data(), token.data(), std::min(token.size(), out.size()));
-  return out;
-}
-
 std::optional<std::string> checkHello(const void* bytes, size_t n, const HelloExpectation& expect,
                                       Hello* out) {
   if (n != sizeof(Hello)) return fmt::format("handshake of {} bytes, expected {}", n, sizeof(Hello));
@@ -22,7 +16,6 @@ std::optional<std::string> checkHello(const void* bytes, size_t n, const HelloEx
   if (h.version != kProtocolVersion) {
     return fmt::format("protocol version {}, expected {}", h.version, kProtocolVersion);
   }
-  if (h.token != expect.token) return std::string("wrong job token (a connection from another job?)");
   if (h.commId != expect.commId) {
     return fmt::format("communicator id {:#x}, expected {:#x}", h.commId, expect.commId);
   }
@@ -32,9 +25,13 @@ std::optional<std::string> checkHello(const void* bytes, size_t n, const HelloEx
   if (h.receiver != expect.receiver) {
     return fmt::format("addressed to rank {}, this is rank {}", h.receiver, expect.receiver);
   }
-  if (h.channel >= expect.channels || h.reserved != 0) {
+  if (h.channel >= expect.channels) {
     return fmt::format("unknown channel {} (this rank takes {} per pipe: GYRE_NSOCKS differs?)",
                        h.channel, expect.channels);
+  }
+  if (h.flags != expect.flags) {
+    return fmt::format("flags {:#x}, expected {:#x} (GYRE_ENCRYPT differs?)", h.flags,
+                       expect.flags);
   }
   *out = h;
   return std::nullopt;

@@ -20,10 +20,13 @@
 
 namespace gyre {
 
-inline constexpr uint32_t kProtocolVersion = 1;
-inline constexpr size_t kTokenBytes = 32;
+// 2: the token gave way to a nonce, and the handshake became a challenge/response
+// (transport/handshake.h): Hello, HelloChallenge, HelloProof, HelloReply.
+inline constexpr uint32_t kProtocolVersion = 2;
+inline constexpr size_t kHelloNonceBytes = 32;
 
-// First bytes on every data connection, sent by the connecting (sending) side.
+// First bytes on every data connection, sent by the connecting (sending) side. Every
+// field is bound into both MACs of the handshake that follows (transport/handshake.h).
 struct Hello {
   std::array<char, 4> magic{'G', 'Y', 'R', 'E'};
   uint32_t version = kProtocolVersion;
@@ -31,8 +34,9 @@ struct Hello {
   int32_t sender = -1;
   int32_t receiver = -1;
   uint32_t channel = 0;  // which of the pipe's connections (GYRE_NSOCKS): 0..channels-1
-  uint32_t reserved = 0;
-  std::array<uint8_t, kTokenBytes> token{};
+  uint32_t flags = 0;    // kHelloEncrypt: records on this connection are sealed
+  std::array<uint8_t, kHelloNonceBytes> nonce{};  // the connector's, fresh per connection
+  static constexpr uint32_t kEncrypt = 1;
 };
 static_assert(sizeof(Hello) == 64, "Hello is part of the wire format");
 
@@ -43,20 +47,18 @@ struct HelloReply {
 };
 static_assert(sizeof(HelloReply) == 8, "HelloReply is part of the wire format");
 
-// Token bytes from the job token string (zero padded, truncated to 32 bytes).
-std::array<uint8_t, kTokenBytes> tokenBytes(const std::string& token);
-
 // What the listener expects of a Hello; `worldSize` bounds the ranks.
 struct HelloExpectation {
   uint64_t commId = 0;
   int32_t receiver = -1;
   int32_t worldSize = 0;
-  std::array<uint8_t, kTokenBytes> token{};
+  uint32_t flags = 0;     // a Hello's flags must equal these (GYRE_ENCRYPT agrees)
   uint32_t channels = 1;  // connections per pipe: a Hello's channel lies in [0, channels)
 };
 
 // Decodes `n` bytes into a Hello and checks it. Returns the reason on failure
-// ("wrong magic", "protocol version 7, expected 1", "wrong job token", ...).
+// ("wrong magic", "protocol version 7, expected 2", "communicator id ...", ...). The
+// Hello proves nothing by itself: the challenge/response that follows authenticates it.
 std::optional<std::string> checkHello(const void* bytes, size_t n, const HelloExpectation& expect,
                                       Hello* out);
 

@@ -7,10 +7,12 @@
 // works while the library does not.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -53,6 +55,30 @@ int installSignalHandlers() {
   return fds[0];
 }
 
+bool nonEmptyEnv(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0';
+}
+
+// 32 random bytes as 64 hex digits, or "" when the kernel gives none.
+std::string randomSecret() {
+  unsigned char bytes[32];
+  size_t got = 0;
+  for (int attempt = 0; got < sizeof(bytes) && attempt < 100; ++attempt) {
+    ssize_t n = ::getrandom(bytes + got, sizeof(bytes) - got, 0);
+    if (n > 0) got += static_cast<size_t>(n);
+    else if (n < 0 && errno != EINTR) return "";
+  }
+  if (got < sizeof(bytes)) return "";
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char b : bytes) {
+    out += kHex[b >> 4];
+    out += kHex[b & 15];
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -80,6 +106,22 @@ int main(int argc, char** argv) {
                  options.nnodes);
   }
   env.runId = options.standalone && options.rdzvId == "none" ? randomRunId() : options.rdzvId;
+  const bool secretGiven = nonEmptyEnv("GYRE_TOKEN") || nonEmptyEnv("GYRE_TOKEN_FILE");
+  if (!secretGiven && options.nnodes == 1) {
+    // One node: this gyrerun starts every rank, so it can make the job's secret alone.
+    env.secret = randomSecret();
+    if (env.secret.empty()) {
+      reportLine("cannot read random bytes for the job's secret (getrandom failed)");
+      return 1;
+    }
+  } else if (!secretGiven) {
+    std::fprintf(stderr,
+                 "gyrerun: --nnodes=%d without GYRE_TOKEN_FILE: each node's gyrerun cannot make "
+                 "the same secret, so the job runs without one (anyone who reaches the store's "
+                 "port can join it); give every node one file, mode 0600, with the same "
+                 "random secret (docs/security.md)\n",
+                 options.nnodes);
+  }
   std::string error;
   env.masterPort = resolveMasterPort(options, error);
   if (env.masterPort < 0) {

@@ -48,6 +48,7 @@ std::vector<std::string> rankVariables(const LaunchOptions& o, const RankEnviron
 std::vector<std::string> childEnvironment(const LaunchOptions& o, const RankEnvironment& env,
                                           int localRank) {
   std::vector<std::string> vars = rankVariables(o, env, localRank);
+  if (!env.secret.empty()) vars.push_back("GYRE_TOKEN=" + env.secret);
   std::vector<std::string> result;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string entry = *e;

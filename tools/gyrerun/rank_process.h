@@ -41,6 +41,11 @@ struct RankEnvironment {
   int masterPort = 0;
   std::string runId = "none";  // TORCHELASTIC_RUN_ID
   int restartCount = 0;        // TORCHELASTIC_RESTART_COUNT: restarts of the group so far
+  // GYRE_TOKEN for the ranks: the job's secret gyrerun made (empty: the ranks inherit
+  // GYRE_TOKEN or GYRE_TOKEN_FILE from gyrerun's environment, or have none). Passed in the
+  // environment, never on a command line: /proc/<pid>/environ is readable only by the
+  // process's user (and root), /proc/<pid>/cmdline by everyone.
+  std::string secret;
 };
 
 // Starts local rank `localRank`, relaying its output to `out` and `err` (which must

@@ -251,7 +251,7 @@ std::unique_ptr<gyre::Communicator> joinJob() {
   if (launch.launcher != gyre::Launcher::kNone) return gyre::Communicator::fromEnvironment();
   if (!launch.note.empty()) std::fprintf(stderr, "gyre-train: warning: %s\n", launch.note.c_str());
   const gyre::Options options = gyre::Options::fromEnvironment();
-  auto store = gyre::TcpStore::serve("127.0.0.1", 0, options.timeout);
+  auto store = gyre::TcpStore::serve("127.0.0.1", 0, options.timeout, options.token);
   return gyre::Communicator::create(std::move(store), 0, 1, options, "127.0.0.1");
 }
 

@@ -1,8 +1,10 @@
 // Connection setup for the tcp pipes: every directed pipe is one TCP connection, or
 // `channels` of them (GYRE_NSOCKS, transport/tcp/tcp_striped_pipe.h), opened by the
-// sending rank to the receiving rank's listener and checked by a handshake
-// (transport/wire.h, whose `channel` says which of the pipe's connections it is) before
-// it carries data.
+// sending rank to the receiving rank's listener and authenticated by the challenge/
+// response of transport/handshake.h (the Hello's `channel` says which of the pipe's
+// connections it is) before it carries data. Both ends prove they hold the job's secret;
+// the connector checks the acceptor before it answers, so a rank never keeps a
+// connection to a listener that does not know the secret.
 //
 // Contract: `connectPipes` returns once every outgoing connection is accepted by its
 // peer and one valid connection from every expected sender has arrived, or throws
@@ -13,7 +15,10 @@
 // most 64 at once, each within 5 s; garbage is refused at its first bytes), so a silent,
 // truncated or flooding client delays no real peer; a refused gyre peer gets a
 // refusal reply, so it fails saying so instead of timing out. The first 10 refusals
-// are logged one by one, the rest as a count. Thread-safe (no shared state).
+// are logged one by one, the rest as a count. Both sides of every handshake run in one
+// poll loop, so two ranks connecting to each other cannot deadlock. An acceptor whose
+// challenge is not signed with the secret fails the call naming the peer rank and its
+// address. Thread-safe (no shared state).
 #pragma once
 
 #include <map>
@@ -22,6 +27,7 @@
 #include <vector>
 
 #include "transport/socket.h"
+#include "transport/handshake.h"
 #include "transport/wire.h"
 
 namespace gyre {
@@ -30,7 +36,8 @@ struct TcpPipeEndpoints {
   int self = -1;
   int worldSize = 0;
   uint64_t commId = 0;
-  std::array<uint8_t, kTokenBytes> token{};
+  Key key{};             // authKey(secret) (base/secret.h)
+  bool encrypt = false;  // GYRE_ENCRYPT: derive record keys for every connection
   std::map<int, SocketAddress> sendTo;  // peer rank -> its listener
   std::vector<int> recvFrom;            // peer ranks that connect to us
   int channels = 1;                     // connections per directed pipe (GYRE_NSOCKS)
@@ -42,6 +49,9 @@ struct TcpPipeEndpoints {
 struct TcpConnections {
   std::map<int, std::vector<Fd>> out;  // by receiving peer, by channel
   std::map<int, std::vector<Fd>> in;   // by sending peer, by channel
+  // With `encrypt`: the keys of each connection above, at the same places.
+  std::map<int, std::vector<ConnectionKeys>> outKeys;
+  std::map<int, std::vector<ConnectionKeys>> inKeys;
 };
 
 TcpConnections connectPipes(int listenFd, const TcpPipeEndpoints& endpoints,

@@ -39,9 +39,12 @@ void throwWaitFailure(const WaitContext& ctx, int peer, const char* what) {
 
 ControlReader::Result ControlReader::read(int fd, int peer, int worldSize, PeerStatus* out,
                                           std::string* error) {
-  auto* base = reinterpret_cast<std::byte*>(&frame_);
+  static_assert(sizeof(wire_) == sizeof(ControlFrame) + kRecordTagBytes);
+  auto* base = reinterpret_cast<std::byte*>(&wire_);
+  ControlFrame& frame_ = wire_.frame;
+  const size_t total = sizeof(ControlFrame) + (cipher_ ? kRecordTagBytes : 0);
   for (;;) {
-    ssize_t r = ::recv(fd, base + got_, sizeof(frame_) - got_, MSG_DONTWAIT);
+    ssize_t r = ::recv(fd, base + got_, total - got_, MSG_DONTWAIT);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Result::kMore;
     if (r == 0) return Result::kEof;
@@ -60,8 +63,16 @@ ControlReader::Result ControlReader::read(int fd, int peer, int worldSize, PeerS
         return Result::kError;
       }
     }
-    if (got_ < sizeof(frame_)) continue;
+    if (got_ < total) continue;
     got_ = 0;
+    if (cipher_ && !cipher_->open(RecordKind::kControl, seq_++, frame_.header,
+                                  reinterpret_cast<std::byte*>(&frame_.record),
+                                  sizeof(StatusRecord), wire_.tag)) {
+      *error = fmt::format("a status record from peer rank {} failed authentication "
+                           "(GYRE_ENCRYPT): altered, reordered, replayed or dropped on the way",
+                           peer);
+      return Result::kError;
+    }
     if (auto why = checkStatusRecord(&frame_.record, sizeof(StatusRecord), worldSize, out)) {
       *error = fmt::format("bad status from peer rank {}: {}", peer, *why);
       return Result::kError;

@@ -12,6 +12,7 @@
 
 #include "transport/pipe.h"
 #include "transport/socket.h"
+#include "transport/tcp/tcp_records.h"
 #include "transport/wire.h"
 
 namespace gyre {
@@ -43,6 +44,9 @@ bool expired(const WaitContext& ctx);
 // socket, as they arrive. Anything else on that stream is a protocol violation.
 class ControlReader {
  public:
+  // `cipher` (GYRE_ENCRYPT): the frames come sealed (transport/tcp/tcp_records.h) and are
+  // opened here; one that fails is kError.
+  explicit ControlReader(RecordCipher* cipher = nullptr) : cipher_(cipher) {}
   enum class Result { kMore, kStatus, kEof, kReset, kError };
   // One step: kStatus with *out filled when a frame completed; kMore when the socket
   // has nothing more now; kEof or kReset when the peer closed (no allocation: peers
@@ -51,7 +55,12 @@ class ControlReader {
   Result read(int fd, int peer, int worldSize, PeerStatus* out, std::string* error);
 
  private:
-  ControlFrame frame_;
+  RecordCipher* cipher_;
+  uint64_t seq_ = 0;  // sealed control frames opened so far
+  struct {
+    ControlFrame frame;
+    RecordTag tag;
+  } wire_;
   size_t got_ = 0;
 };
 

@@ -18,6 +18,12 @@
 // the status and shuts the socket down: the peer reads everything sent before, then
 // the status, then EOF.
 //
+// Encryption (GYRE_ENCRYPT=1, `keys` given): every frame in both directions is a sealed
+// record (transport/tcp/tcp_records.h): the sender seals a slice into its slot at post()
+// (postDirect copies into a slot, sealing on the way), the receiver reads the frame and
+// its tag into a slot and opens it before anyone sees a byte (no direct read into the
+// caller's buffer then). A record that fails fails the pipe naming the peer.
+//
 // Threads: as pipe.h (one user thread per pipe); TcpSendPipe is also touched by the
 // progress thread, under its mutex; publish() may come from any thread. Errors name the
 // peer rank; a closed or reset connection is kRemoteError at once, not after the
@@ -25,6 +31,7 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -33,7 +40,9 @@
 #include "base/error.h"
 #include "transport/pipe.h"
 #include "transport/socket.h"
+#include "transport/handshake.h"
 #include "transport/tcp/tcp_control.h"
+#include "transport/tcp/tcp_records.h"
 #include "transport/wire.h"
 
 namespace gyre {
@@ -44,7 +53,7 @@ class TcpSendPipe final : public SendPipe {
  public:
   // worldSize bounds the ranks a peer may name in a status (0: unchecked).
   TcpSendPipe(Fd fd, int peer, size_t slots, size_t slotBytes, TcpProgress* progress,
-              int worldSize = 0);
+              int worldSize = 0, const ConnectionKeys* keys = nullptr);
   ~TcpSendPipe() override;
 
   std::byte* acquire(const WaitContext& ctx) override;
@@ -84,6 +93,10 @@ class TcpSendPipe final : public SendPipe {
   std::vector<std::byte> buffer_;     // slots_ * slotBytes_, allocated once
   std::vector<FrameHeader> headers_;  // one per slot
   std::vector<const std::byte*> payloads_;  // per slot: its buffer, or the user's (direct)
+  // GYRE_ENCRYPT: frames sealed with sealOut_, replies opened by replies_ with openIn_.
+  std::unique_ptr<RecordCipher> sealOut_, openIn_;
+  std::vector<RecordTag> tags_;  // per slot, sent after its payload
+  size_t extra_ = 0;             // bytes after each payload: kRecordTagBytes when sealing
   std::atomic<uint64_t> posted_{0};     // written by the user thread
   std::atomic<uint64_t> completed_{0};  // slots fully in the kernel; under mu_
   size_t offset_ = 0;                   // bytes of slot `completed_` already sent; under mu_
@@ -92,6 +105,15 @@ class TcpSendPipe final : public SendPipe {
   // to `inFlight_` (controlSent_ bytes of it out). A newer status replaces a queued one.
   std::optional<ControlFrame> queued_, inFlight_;
   size_t controlSent_ = 0;
+  // The control frame in flight as it goes on the wire (sealed, with its tag, when
+  // encrypting), its size, and whether it is an abort.
+  struct {
+    ControlFrame frame;
+    RecordTag tag;
+  } controlWire_;
+  size_t controlWireBytes_ = 0;
+  bool controlAborts_ = false;
+  uint64_t controlSeq_ = 0;  // control frames sealed so far
   bool closeAfterControl_ = false;  // the status in flight is kAborted
   bool closed_ = false;             // shut down after an abort; nothing more is written
   std::atomic<bool> controlPending_{false};
@@ -109,7 +131,8 @@ class TcpSendPipe final : public SendPipe {
 
 class TcpRecvPipe final : public RecvPipe {
  public:
-  TcpRecvPipe(Fd fd, int peer, size_t slots, size_t slotBytes, int worldSize = 0);
+  TcpRecvPipe(Fd fd, int peer, size_t slots, size_t slotBytes, int worldSize = 0,
+              const ConnectionKeys* keys = nullptr);
 
   Slice wait(const WaitContext& ctx) override;
   void release() override;
@@ -141,6 +164,13 @@ class TcpRecvPipe final : public RecvPipe {
   uint64_t released_ = 0;  // frames handed back; frame released_ is the next wait()
   FrameHeader next_;       // the frame being read
   StatusRecord control_;   // its payload, when it is a control frame
+  // GYRE_ENCRYPT: frames opened with openIn_ (their tags read into tagIn_), replies
+  // sealed with sealOut_.
+  std::unique_ptr<RecordCipher> openIn_, sealOut_;
+  RecordTag tagIn_{};
+  size_t extra_ = 0;
+  uint64_t controlIn_ = 0;   // sealed control frames opened so far
+  uint64_t controlOut_ = 0;  // replies sealed so far (under writeMu_)
   size_t partial_ = 0;     // bytes of it read so far (header + payload)
   bool closed_ = false;    // EOF or an error ends the stream (closeErr_: 0 = EOF)
   int closeErr_ = 0;

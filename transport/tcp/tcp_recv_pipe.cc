@@ -10,14 +10,18 @@
 
 namespace gyre {
 
-TcpRecvPipe::TcpRecvPipe(Fd fd, int peer, size_t slots, size_t slotBytes, int worldSize)
+TcpRecvPipe::TcpRecvPipe(Fd fd, int peer, size_t slots, size_t slotBytes, int worldSize,
+                         const ConnectionKeys* keys)
     : fd_(std::move(fd)),
       peer_(peer),
       slots_(slots),
       slotBytes_(slotBytes),
       worldSize_(worldSize),
       buffer_(slots * slotBytes),
-      headers_(slots) {
+      headers_(slots),
+      openIn_(keys ? std::make_unique<RecordCipher>(keys->connectorToAcceptor) : nullptr),
+      sealOut_(keys ? std::make_unique<RecordCipher>(keys->acceptorToConnector) : nullptr),
+      extra_(keys ? kRecordTagBytes : 0) {
   setNonBlocking(fd_.get(), true);
   setNoDelay(fd_.get());
 }
@@ -31,6 +35,11 @@ void TcpRecvPipe::throwClosed() const {
   if (closeErr_ == 0) {
     fail(ErrorCode::kRemoteError, "peer rank {} closed the connection{} (it exited or failed)",
          peer_, where);
+  }
+  if (closeErr_ == EBADMSG) {
+    fail(ErrorCode::kRemoteError,
+         "a record from peer rank {} failed authentication (GYRE_ENCRYPT): the pipe is closed",
+         peer_);
   }
   if (closeErr_ == ECONNRESET) {
     fail(ErrorCode::kRemoteError, "connection from peer rank {} was reset{} (it exited or failed)",
@@ -48,9 +57,15 @@ bool TcpRecvPipe::readStep() {
   if (closed_) return false;
   std::byte* target;
   size_t want;
+  // The frame: header, payload (a StatusRecord for a control frame), then the record's
+  // tag when sealing (extra_ bytes).
+  const size_t payload = partial_ < kHeader ? 0 : next_.isControl() ? sizeof(StatusRecord) : next_.bytes;
   if (partial_ < kHeader) {
     target = reinterpret_cast<std::byte*>(&next_) + partial_;
     want = kHeader - partial_;
+  } else if (partial_ >= kHeader + payload) {
+    target = tagIn_.data() + (partial_ - kHeader - payload);
+    want = extra_ - (partial_ - kHeader - payload);
   } else if (next_.isControl()) {
     target = reinterpret_cast<std::byte*>(&control_) + (partial_ - kHeader);
     want = sizeof(StatusRecord) - (partial_ - kHeader);
@@ -79,7 +94,29 @@ bool TcpRecvPipe::readStep() {
       }
     }
   }
-  if (partial_ < kHeader || partial_ < kHeader + next_.bytes) return true;  // read on
+  if (partial_ < kHeader) return true;  // read on
+  const size_t frame = kHeader + (next_.isControl() ? sizeof(StatusRecord) : next_.bytes) + extra_;
+  if (partial_ < frame) return true;
+  // A data frame needs its slot (an empty one never waited for it while reading); the
+  // check comes before the record is opened, so that it is opened exactly once.
+  if (!next_.isControl() && received_ - released_ >= slots_) return false;
+  if (openIn_) {
+    // Nothing of a record is used before it is opened: a data slice stays in its slot,
+    // unseen, until its tag checks.
+    const bool control = next_.isControl();
+    std::byte* data = control ? reinterpret_cast<std::byte*>(&control_)
+                              : buffer_.data() + (received_ % slots_) * slotBytes_;
+    const uint64_t seq = control ? controlIn_++ : received_;
+    if (!openIn_->open(control ? RecordKind::kControl : RecordKind::kData, seq, next_, data,
+                       control ? sizeof(StatusRecord) : next_.bytes, tagIn_)) {
+      closed_ = true;
+      closeErr_ = EBADMSG;
+      fail(ErrorCode::kRemoteError,
+           "{} record {} from peer rank {} failed authentication (GYRE_ENCRYPT): it was "
+           "altered, reordered, replayed or dropped on the way; the pipe is closed",
+           control ? "status" : "data", seq, peer_);
+    }
+  }
   if (next_.isControl()) {
     PeerStatus status;
     if (auto why = checkStatusRecord(&control_, sizeof(control_), worldSize_, &status)) {
@@ -134,8 +171,9 @@ Slice TcpRecvPipe::wait(const WaitContext& ctx) {
 }
 
 Slice TcpRecvPipe::waitInto(void* dst, size_t bytes, const Tag& expect, const WaitContext& ctx) {
-  // A frame that read-ahead already buffered is copied out like any slot.
-  if (received_ != released_) return RecvPipe::waitInto(dst, bytes, expect, ctx);
+  // A frame that read-ahead already buffered is copied out like any slot; so is every
+  // sealed frame (it is opened in its slot before anyone sees it).
+  if (received_ != released_ || openIn_) return RecvPipe::waitInto(dst, bytes, expect, ctx);
   const auto since = Clock::now();
   const auto spinUntil = since + ctx.spin;
   while (!dataHeaderReady()) {
@@ -210,7 +248,14 @@ void TcpRecvPipe::publish(const PeerStatus& status) {
   if (!writeClosed_) {
     ControlFrame frame = makeControlFrame(status);
     const auto* bytes = reinterpret_cast<const std::byte*>(&frame);
+    RecordTag tag;
+    if (sealOut_) {
+      auto* record = reinterpret_cast<std::byte*>(&frame.record);
+      sealOut_->seal(RecordKind::kControl, controlOut_++, frame.header, record, record,
+                     sizeof(StatusRecord), tag);
+    }
     unsent_.insert(unsent_.end(), bytes, bytes + sizeof(frame));
+    if (sealOut_) unsent_.insert(unsent_.end(), tag.begin(), tag.end());
     flushRepliesLocked(abort ? Clock::now() + kAbortSendBudget : Clock::now());
   }
   if (abort) {

@@ -13,7 +13,7 @@
 namespace gyre {
 
 TcpSendPipe::TcpSendPipe(Fd fd, int peer, size_t slots, size_t slotBytes, TcpProgress* progress,
-                         int worldSize)
+                         int worldSize, const ConnectionKeys* keys)
     : fd_(std::move(fd)),
       peer_(peer),
       slots_(slots),
@@ -22,7 +22,12 @@ TcpSendPipe::TcpSendPipe(Fd fd, int peer, size_t slots, size_t slotBytes, TcpPro
       progress_(progress),
       buffer_(slots * slotBytes),
       headers_(slots),
-      payloads_(slots) {
+      payloads_(slots),
+      sealOut_(keys ? std::make_unique<RecordCipher>(keys->connectorToAcceptor) : nullptr),
+      openIn_(keys ? std::make_unique<RecordCipher>(keys->acceptorToConnector) : nullptr),
+      tags_(keys ? slots : 0),
+      extra_(keys ? kRecordTagBytes : 0),
+      replies_(openIn_.get()) {
   setNonBlocking(fd_.get(), true);
   setNoDelay(fd_.get());
   progress_->add(this);
@@ -121,6 +126,13 @@ void TcpSendPipe::publishData(const std::byte* payload, size_t bytes, const Tag&
   h.magic = FrameHeader::kMagic;
   h.bytes = static_cast<uint32_t>(bytes);
   h.tag = tag;
+  if (sealOut_) {
+    // Into our own slot (from the user's buffer for postDirect), sealed: the slice's
+    // number on this connection is its nonce.
+    std::byte* own = buffer_.data() + (slot % slots_) * slotBytes_;
+    sealOut_->seal(RecordKind::kData, slot, h, payload, own, bytes, tags_[slot % slots_]);
+    payload = own;
+  }
   payloads_[slot % slots_] = payload;
   posted_.store(slot + 1, std::memory_order_release);
   // Send inline when nobody else is sending; leave the rest to the progress thread.
@@ -172,10 +184,20 @@ bool TcpSendPipe::writeControlLocked() {
     inFlight_ = std::move(queued_);
     queued_.reset();
     controlSent_ = 0;
+    // Sealed when it goes on the wire, not when queued: a newer status may replace a
+    // queued one, and the control numbers must follow the wire.
+    controlAborts_ = inFlight_->record.state == static_cast<uint8_t>(PeerStatus::State::kAborted);
+    controlWire_.frame = *inFlight_;
+    controlWireBytes_ = sizeof(ControlFrame) + extra_;
+    if (sealOut_) {
+      auto* record = reinterpret_cast<std::byte*>(&controlWire_.frame.record);
+      sealOut_->seal(RecordKind::kControl, controlSeq_++, controlWire_.frame.header, record,
+                     record, sizeof(StatusRecord), controlWire_.tag);
+    }
   }
-  const auto* bytes = reinterpret_cast<const std::byte*>(&*inFlight_);
-  while (controlSent_ < sizeof(ControlFrame)) {
-    ssize_t w = ::send(fd_.get(), bytes + controlSent_, sizeof(ControlFrame) - controlSent_,
+  const auto* bytes = reinterpret_cast<const std::byte*>(&controlWire_);
+  while (controlSent_ < controlWireBytes_) {
+    ssize_t w = ::send(fd_.get(), bytes + controlSent_, controlWireBytes_ - controlSent_,
                        MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w < 0 && errno == EINTR) continue;
     if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
@@ -186,7 +208,7 @@ bool TcpSendPipe::writeControlLocked() {
     }
     controlSent_ += static_cast<size_t>(w);
   }
-  const bool aborted = inFlight_->record.state == static_cast<uint8_t>(PeerStatus::State::kAborted);
+  const bool aborted = controlAborts_;
   inFlight_.reset();
   controlSent_ = 0;
   controlPending_.store(queued_.has_value(), std::memory_order_release);
@@ -209,14 +231,16 @@ bool TcpSendPipe::writePendingLocked() {
     // Gather every pending frame (header + payload), skipping what is already sent; with
     // a control frame queued, only the rest of the frame on the wire.
     const uint64_t last = queued_ ? done + 1 : posted;
-    iovec iov[2 * kMaxSlotsPerCall];
+    iovec iov[3 * kMaxSlotsPerCall];
     int n = 0;
     size_t skip = offset_;
-    for (uint64_t s = done; s < last && n < static_cast<int>(2 * kMaxSlotsPerCall); ++s) {
+    for (uint64_t s = done; s < last && n + 3 <= static_cast<int>(3 * kMaxSlotsPerCall); ++s) {
       const size_t i = s % slots_;
-      const std::byte* parts[2] = {reinterpret_cast<const std::byte*>(&headers_[i]), payloads_[i]};
-      size_t lens[2] = {sizeof(FrameHeader), headers_[i].bytes};
-      for (int p = 0; p < 2; ++p) {
+      // Header, payload, and the record's tag when sealing.
+      const std::byte* parts[3] = {reinterpret_cast<const std::byte*>(&headers_[i]), payloads_[i],
+                                   extra_ ? tags_[i].data() : nullptr};
+      size_t lens[3] = {sizeof(FrameHeader), headers_[i].bytes, extra_};
+      for (int p = 0; p < 3; ++p) {
         if (skip >= lens[p]) {
           skip -= lens[p];
           continue;
@@ -246,7 +270,7 @@ bool TcpSendPipe::writePendingLocked() {
     // Advance over whole frames.
     size_t left = static_cast<size_t>(w) + offset_;
     while (done < posted) {
-      size_t frame = sizeof(FrameHeader) + headers_[done % slots_].bytes;
+      size_t frame = sizeof(FrameHeader) + headers_[done % slots_].bytes + extra_;
       if (left < frame) break;
       left -= frame;
       ++done;

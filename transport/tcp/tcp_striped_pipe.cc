@@ -10,29 +10,35 @@ size_t slotsPerLane(size_t slots, size_t lanes) {
 }
 
 std::unique_ptr<SendPipe> makeTcpSendPipe(std::vector<Fd> fds, int peer, size_t slots,
-                                          size_t slotBytes, TcpProgress* progress, int worldSize) {
+                                          size_t slotBytes, TcpProgress* progress, int worldSize,
+                                          const std::vector<ConnectionKeys>& keys) {
+  auto keysOf = [&](size_t i) { return i < keys.size() ? &keys[i] : nullptr; };
   if (fds.size() == 1) {
     return std::make_unique<TcpSendPipe>(std::move(fds[0]), peer, slots, slotBytes, progress,
-                                         worldSize);
+                                         worldSize, keysOf(0));
   }
   const size_t perLane = slotsPerLane(slots, fds.size());
   std::vector<std::unique_ptr<TcpSendPipe>> lanes;
-  for (Fd& fd : fds) {
-    lanes.push_back(
-        std::make_unique<TcpSendPipe>(std::move(fd), peer, perLane, slotBytes, progress, worldSize));
+  for (size_t i = 0; i < fds.size(); ++i) {
+    lanes.push_back(std::make_unique<TcpSendPipe>(std::move(fds[i]), peer, perLane, slotBytes,
+                                                  progress, worldSize, keysOf(i)));
   }
   return std::make_unique<StripedTcpSendPipe>(std::move(lanes));
 }
 
 std::unique_ptr<RecvPipe> makeTcpRecvPipe(std::vector<Fd> fds, int peer, size_t slots,
-                                          size_t slotBytes, int worldSize) {
+                                          size_t slotBytes, int worldSize,
+                                          const std::vector<ConnectionKeys>& keys) {
+  auto keysOf = [&](size_t i) { return i < keys.size() ? &keys[i] : nullptr; };
   if (fds.size() == 1) {
-    return std::make_unique<TcpRecvPipe>(std::move(fds[0]), peer, slots, slotBytes, worldSize);
+    return std::make_unique<TcpRecvPipe>(std::move(fds[0]), peer, slots, slotBytes, worldSize,
+                                         keysOf(0));
   }
   const size_t perLane = slotsPerLane(slots, fds.size());
   std::vector<std::unique_ptr<TcpRecvPipe>> lanes;
-  for (Fd& fd : fds) {
-    lanes.push_back(std::make_unique<TcpRecvPipe>(std::move(fd), peer, perLane, slotBytes, worldSize));
+  for (size_t i = 0; i < fds.size(); ++i) {
+    lanes.push_back(std::make_unique<TcpRecvPipe>(std::move(fds[i]), peer, perLane, slotBytes,
+                                                  worldSize, keysOf(i)));
   }
   return std::make_unique<StripedTcpRecvPipe>(std::move(lanes));
 }

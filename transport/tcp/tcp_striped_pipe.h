@@ -33,10 +33,13 @@ size_t slotsPerLane(size_t slots, size_t lanes);
 
 // The tcp pipe over `fds` (one per channel, in channel order): a plain TcpSendPipe /
 // TcpRecvPipe of `slots` slots for one connection, a striped one for several.
+// `keys` (GYRE_ENCRYPT): one per connection, at the same index as its fd; empty: plain.
 std::unique_ptr<SendPipe> makeTcpSendPipe(std::vector<Fd> fds, int peer, size_t slots,
-                                          size_t slotBytes, TcpProgress* progress, int worldSize);
+                                          size_t slotBytes, TcpProgress* progress, int worldSize,
+                                          const std::vector<ConnectionKeys>& keys = {});
 std::unique_ptr<RecvPipe> makeTcpRecvPipe(std::vector<Fd> fds, int peer, size_t slots,
-                                          size_t slotBytes, int worldSize);
+                                          size_t slotBytes, int worldSize,
+                                          const std::vector<ConnectionKeys>& keys = {});
 
 class StripedTcpSendPipe final : public SendPipe {
  public:
