@@ -256,4 +256,16 @@ bool chooseTwoLevel(const Options& options, CollectiveKind kind, size_t bytes, i
          0.98 * predictCollectiveMicros(kind, false, bytes, root, t, cost);
 }
 
+uint8_t callAlgorithm(const Options& options, const CollectiveCall& call,
+                      const HostTopology& topology, bool allShm, const TwoLevelCost& cost) {
+  const size_t bytes = call.count * dtypeSize(call.dtype);
+  if (call.kind == CollectiveKind::kAllReduce || call.kind == CollectiveKind::kBarrier) {
+    return static_cast<uint8_t>(chooseForTopology(options, bytes, topology, allShm, cost));
+  }
+  if (chooseTwoLevel(options, call.kind, bytes, call.root, topology, cost)) {
+    return static_cast<uint8_t>(AllReduceAlgo::kHierarchical);  // the two-level form
+  }
+  return 0;
+}
+
 }  // namespace gyre
