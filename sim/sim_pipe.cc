@@ -13,14 +13,14 @@ class SimChannel::Send final : public SendPipe {
 
   std::byte* acquire(const WaitContext&) override {
     const size_t slot = c_.nextSend_;
-    for (size_t tries = 0; c_.busy_[slot]; ++tries) {
+    for (size_t tries = 0; c_.slot_[slot].busy; ++tries) {
       // Each wake-up follows a release on this channel; K releases free any slot.
       if (tries > c_.slots_) fail(ErrorCode::kInternal, "sim: slot {} never freed", slot);
       c_.senderWaits_ = true;
       c_.scheduler_.block("a free slot (credit) from", c_.to_);
     }
-    c_.scheduler_.advanceTo(c_.freeAt_[slot]);
-    c_.busy_[slot] = true;
+    c_.scheduler_.advanceTo(c_.slot_[slot].freeAt);
+    c_.slot_[slot].busy = true;
     return c_.payload_ ? c_.slotMemory(slot) : nullptr;
   }
 
@@ -32,7 +32,11 @@ class SimChannel::Send final : public SendPipe {
     if (c_.links_.sharesResources(c_.from_, c_.to_)) s.syncPoint();
     const LinkTimes::Transfer t = c_.links_.send(c_.from_, c_.to_, bytes, s.now());
     s.advanceTo(t.senderDone);
-    c_.posted_.push_back({c_.nextSend_, bytes, tag, t.arrival});
+    Slot& slot = c_.slot_[c_.nextSend_];
+    slot.bytes = bytes;
+    slot.tag = tag;
+    slot.arrival = t.arrival;
+    ++c_.posted_;
     c_.nextSend_ = (c_.nextSend_ + 1) % c_.slots_;
     ++c_.counters_.slices;
     c_.counters_.bytes += bytes;
@@ -69,25 +73,26 @@ class SimChannel::Recv final : public RecvPipe {
     VirtualScheduler& s = c_.scheduler_;
     // A post always wakes the waiter, so one block per missing slice suffices; the bound
     // only guards against a bug.
-    for (int tries = 0; c_.posted_.empty(); ++tries) {
+    for (int tries = 0; c_.posted_ == 0; ++tries) {
       if (tries > 1) fail(ErrorCode::kInternal, "sim: woken without a slice");
       c_.receiverWaits_ = true;
       s.block("a slice from", c_.from_);
     }
-    const Posted& p = c_.posted_.front();
+    const Slot& p = c_.slot_[c_.nextRecv_];
     s.advanceTo(p.arrival);
-    return Slice{c_.payload_ ? c_.slotMemory(p.slot) : nullptr, p.bytes, p.tag};
+    return Slice{c_.payload_ ? c_.slotMemory(c_.nextRecv_) : nullptr, p.bytes, p.tag};
   }
 
   void release() override {
-    if (c_.posted_.empty()) fail(ErrorCode::kInternal, "sim: release without a slice");
+    if (c_.posted_ == 0) fail(ErrorCode::kInternal, "sim: release without a slice");
     VirtualScheduler& s = c_.scheduler_;
-    const Posted p = c_.posted_.front();
-    c_.posted_.pop_front();
+    Slot& p = c_.slot_[c_.nextRecv_];
+    c_.nextRecv_ = (c_.nextRecv_ + 1) % c_.slots_;
+    --c_.posted_;
     s.advanceTo(s.now() + c_.links_.receiveCost(p.bytes));
     const double back = c_.links_.creditAt(c_.from_, c_.to_, s.now());
-    c_.busy_[p.slot] = false;
-    c_.freeAt_[p.slot] = back;
+    p.busy = false;
+    p.freeAt = back;
     if (c_.senderWaits_) {
       c_.senderWaits_ = false;
       s.wake(c_.from_, back);
@@ -123,16 +128,13 @@ SimChannel::SimChannel(VirtualScheduler& scheduler, LinkTimes& links, int from, 
       slotBytes_(slotBytes),
       payload_(payload),
       local_(links.sameHost(from, to)),
-      busy_(slots, false),
-      freeAt_(slots, 0.0),
+      slot_(slots),
       send_(std::make_unique<Send>(*this)),
       recv_(std::make_unique<Recv>(*this)) {}
 
 void SimChannel::reset() {
-  std::fill(busy_.begin(), busy_.end(), false);
-  std::fill(freeAt_.begin(), freeAt_.end(), 0.0);
-  nextSend_ = 0;
-  posted_.clear();
+  std::fill(slot_.begin(), slot_.end(), Slot{});
+  nextSend_ = nextRecv_ = posted_ = 0;
   senderWaits_ = receiverWaits_ = false;
 }
 

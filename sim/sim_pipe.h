@@ -26,7 +26,6 @@
 #pragma once
 
 #include <cstddef>
-#include <deque>
 #include <memory>
 #include <vector>
 
@@ -58,11 +57,15 @@ class SimChannel {
   friend class Send;
   friend class Recv;
 
-  struct Posted {
-    size_t slot;
-    size_t bytes;
+  // One slot: free (its credit back at freeAt), acquired, or posted (a slice that
+  // arrives at `arrival`). Slots are taken and received in turn, so the posted ones are
+  // nextRecv_, nextRecv_ + 1, ... (mod K), posted_ of them.
+  struct Slot {
+    double freeAt = 0;
+    double arrival = 0;
+    size_t bytes = 0;
     Tag tag;
-    double arrival;
+    bool busy = false;  // acquired or posted, not yet released
   };
 
   std::byte* slotMemory(size_t slot);
@@ -75,10 +78,10 @@ class SimChannel {
   const bool payload_;
   const bool local_;
   std::vector<std::byte> memory_;
-  std::vector<bool> busy_;        // by slot: acquired or posted, not yet released
-  std::vector<double> freeAt_;    // by slot: when its credit is back at the sender
-  size_t nextSend_ = 0;           // the slot the next acquire takes
-  std::deque<Posted> posted_;     // posted, not released; front is the next to receive
+  std::vector<Slot> slot_;
+  size_t nextSend_ = 0;  // the slot the next acquire takes
+  size_t nextRecv_ = 0;  // the oldest posted slot
+  size_t posted_ = 0;    // slots posted and not released
   bool senderWaits_ = false, receiverWaits_ = false;
   std::unique_ptr<SendPipe> send_;
   std::unique_ptr<RecvPipe> recv_;
