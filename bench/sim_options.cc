@@ -19,6 +19,9 @@ Cluster:
   --link RATE              each NIC's line rate: 100gbit, 25gbit, 500mbit (default 100gbit)
   --alpha-us A             one-way latency between hosts, software included (default 10)
   --nic rank|host          one NIC per rank (default) or one per host, shared
+  --link-burst BYTES       a token bucket on each NIC side, as tc's tbf (default 0: none;
+                           tools/netns_bench.sh's links: max(128 KiB, 2 ms of the rate))
+  --link-peak RATE         what the bucket's bytes pass at (default 2500: a veth)
   --oversub R              leaf uplinks carry 1/R of their hosts' NIC capacity (default 1)
   --hosts-per-leaf N       hosts under one leaf switch (default 16 with --oversub, else
                            one switch for all)
@@ -85,6 +88,10 @@ SimCommandLine parseSimCommandLine(int argc, char** argv) {
       m.linkBytesPerUs = sim::parseRate(value());
     } else if (a == "--alpha-us") {
       m.linkAlphaUs = number(a, value());
+    } else if (a == "--link-burst") {
+      m.linkBurstBytes = number(a, value());
+    } else if (a == "--link-peak") {
+      m.linkPeakBytesPerUs = sim::parseRate(value());
     } else if (a == "--nic") {
       const std::string v = value();
       if (v != "rank" && v != "host") fail(ErrorCode::kInvalidArgument, "--nic rank|host, got '{}'", v);

@@ -25,11 +25,14 @@ std::string NetworkModel::describe() const {
   std::string leaves = hostsPerLeaf > 0
                            ? fmt::format(", {} hosts per leaf, oversub {:g}", hostsPerLeaf, oversub)
                            : std::string();
+  std::string burst = linkBurstBytes > 0 ? fmt::format(", tbf burst {:g} B at {:g} MB/s",
+                                                       linkBurstBytes, linkPeakBytesPerUs)
+                                          : std::string();
   return fmt::format(
-      "{}, link {:g} Gbit/s {} (alpha {:g} us, tcp payload {:.3f}){}, shm {:g} MB/s per rank "
+      "{}, link {:g} Gbit/s {} (alpha {:g} us, tcp payload {:.3f}{}){}, shm {:g} MB/s per rank "
       "(alpha {:g} us), slice overhead {:g} us, cpu {:g} MB/s",
       shape, linkBytesPerUs * 8 / 1000, nicPerRank ? "per rank" : "per host", linkAlphaUs,
-      tcpPayloadShare, leaves, shmBytesPerUs, shmAlphaUs, sliceOverheadUs, cpuBytesPerUs);
+      tcpPayloadShare, burst, leaves, shmBytesPerUs, shmAlphaUs, sliceOverheadUs, cpuBytesPerUs);
 }
 
 double parseRate(const std::string& text) {
@@ -58,8 +61,8 @@ LinkTimes::LinkTimes(const NetworkModel& model) : model_(model) {
     hostOf_.insert(hostOf_.end(), static_cast<size_t>(model.hostSizes[static_cast<size_t>(h)]), h);
   }
   const size_t nics = static_cast<size_t>(model.nicPerRank ? model.ranks() : model.hosts());
-  txFree_.assign(nics, 0.0);
-  rxFree_.assign(nics, 0.0);
+  tx_.assign(nics, Side{0, model.linkBurstBytes, 0});
+  rx_.assign(nics, Side{0, model.linkBurstBytes, 0});
   busFree_.assign(static_cast<size_t>(model.hosts()), 0.0);
   size_t leaves = 1;
   uplinkBytesPerUs_ = 0;
@@ -75,7 +78,9 @@ LinkTimes::LinkTimes(const NetworkModel& model) : model_(model) {
 }
 
 void LinkTimes::reset() {
-  for (auto* v : {&txFree_, &rxFree_, &upFree_, &downFree_, &busFree_}) {
+  std::fill(tx_.begin(), tx_.end(), Side{0, model_.linkBurstBytes, 0});
+  std::fill(rx_.begin(), rx_.end(), Side{0, model_.linkBurstBytes, 0});
+  for (auto* v : {&upFree_, &downFree_, &busFree_}) {
     std::fill(v->begin(), v->end(), 0.0);
   }
 }
@@ -108,14 +113,32 @@ LinkTimes::Transfer LinkTimes::send(int from, int to, size_t bytes, double now) 
     freeAt = e;
     return std::pair<double, double>{s, e};
   };
-  auto [s, e] = pass(txFree_[static_cast<size_t>(nic(from))], model_.linkBytesPerUs, ready, 0);
+  auto [s, e] = passNic(tx_[static_cast<size_t>(nic(from))], wire, ready, 0);
   const double senderDone = ready;  // the kernel takes the bytes; the NIC drains them
   if (uplinkBytesPerUs_ > 0 && leaf(from) != leaf(to)) {
     std::tie(s, e) = pass(upFree_[static_cast<size_t>(leaf(from))], uplinkBytesPerUs_, s, e);
     std::tie(s, e) = pass(downFree_[static_cast<size_t>(leaf(to))], uplinkBytesPerUs_, s, e);
   }
-  std::tie(s, e) = pass(rxFree_[static_cast<size_t>(nic(to))], model_.linkBytesPerUs, s, e);
+  std::tie(s, e) = passNic(rx_[static_cast<size_t>(nic(to))], wire, s, e);
   return {senderDone, e + model_.linkAlphaUs};
+}
+
+std::pair<double, double> LinkTimes::passNic(Side& side, double wire, double start,
+                                             double end) const {
+  const double s = std::max(start, side.freeAt);
+  double busy = wire / model_.linkBytesPerUs;
+  if (model_.linkBurstBytes > 0) {
+    // tbf: the bytes the bucket holds go at the peak rate, the rest as tokens come.
+    const double tokens = std::min(model_.linkBurstBytes,
+                                   side.tokens + (s - side.tokenTime) * model_.linkBytesPerUs);
+    const double fast = std::min(tokens, wire);
+    busy = fast / model_.linkPeakBytesPerUs + (wire - fast) / model_.linkBytesPerUs;
+    side.tokens = tokens - fast;
+    side.tokenTime = s + busy;
+  }
+  const double e = std::max(s + busy, end);
+  side.freeAt = e;
+  return {s, e};
 }
 
 double LinkTimes::receiveCost(size_t bytes) const {

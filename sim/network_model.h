@@ -17,7 +17,8 @@
 // A tcp slice of b bytes occupies the wire for (b + kFrameOverhead) / tcpPayloadShare
 // bytes (the TCP/IP/Ethernet headers of each 1514-byte frame: 1448/1514 by default), at
 // the link rate, on the sender's NIC, the uplinks it crosses and the receiver's NIC, in
-// that order, each a FIFO claimed in virtual-time order (the scheduler's); it arrives
+// that order, each a FIFO claimed in virtual-time order (the scheduler's; with a token
+// bucket, the bytes its tokens cover pass at the peak rate); it arrives
 // linkAlphaUs after its last byte left the receiving NIC. Every slice costs each end
 // sliceOverheadUs of CPU (the system call, the tag check, the wake-up: what the pipes
 // pay per slot), and the receiver's CPU reads it at cpuBytesPerUs (a reduction or a
@@ -30,6 +31,7 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gyre::sim {
@@ -39,6 +41,12 @@ struct NetworkModel {
   bool nicPerRank = true;          // false: the ranks of a host share one NIC
   double linkBytesPerUs = 12500;   // line rate (100 Gbit/s = 12500 B/us)
   double linkAlphaUs = 10;         // one-way latency between hosts, software included
+  // A token-bucket shaper on each NIC side (tc's tbf, as tools/netns_bench.sh shapes its
+  // links): up to linkBurstBytes of tokens, refilled at the link rate, let bytes through
+  // at linkPeakBytesPerUs (the unshaped veth) instead of the link rate. 0: no bucket (a
+  // real NIC). Buckets start full (sim_world.h times the second of two calls).
+  double linkBurstBytes = 0;
+  double linkPeakBytesPerUs = 2500;
   double tcpPayloadShare = 1448.0 / 1514.0;
   int hostsPerLeaf = 0;            // 0: every host on one switch
   double oversub = 1;              // a leaf's uplink capacity = its NICs' / oversub
@@ -88,13 +96,23 @@ class LinkTimes {
   void reset();
 
  private:
+  // One NIC side: a FIFO, with a token bucket when linkBurstBytes > 0.
+  struct Side {
+    double freeAt = 0;
+    double tokens = 0;
+    double tokenTime = 0;
+  };
+  // The slice's pass through a NIC side: starts no earlier than `start` and ends no
+  // earlier than `end` (its pass through the previous resource); returns {start, end}.
+  std::pair<double, double> passNic(Side& side, double wire, double start, double end) const;
   int nic(int rank) const { return model_.nicPerRank ? rank : hostOf_[rank]; }
   int leaf(int rank) const;
 
   NetworkModel model_;
   std::vector<int> hostOf_;
   double uplinkBytesPerUs_;
-  std::vector<double> txFree_, rxFree_, upFree_, downFree_, busFree_;
+  std::vector<Side> tx_, rx_;
+  std::vector<double> upFree_, downFree_, busFree_;
 };
 
 }  // namespace gyre::sim

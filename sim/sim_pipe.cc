@@ -132,8 +132,8 @@ SimChannel::SimChannel(VirtualScheduler& scheduler, LinkTimes& links, int from, 
       send_(std::make_unique<Send>(*this)),
       recv_(std::make_unique<Recv>(*this)) {}
 
-void SimChannel::reset() {
-  std::fill(slot_.begin(), slot_.end(), Slot{});
+void SimChannel::reset(double now) {
+  std::fill(slot_.begin(), slot_.end(), Slot{now, 0, 0, Tag{}, false});
   nextSend_ = nextRecv_ = posted_ = 0;
   senderWaits_ = receiverWaits_ = false;
 }

@@ -47,9 +47,9 @@ class SimChannel {
 
   SendPipe& sendEnd() { return *send_; }
   RecvPipe& recvEnd() { return *recv_; }
-  // Empties the pipe and frees every slot at time 0: each run starts from idle pipes
+  // Empties the pipe and frees every slot at time `now`: each run starts from idle pipes
   // (also after a run that failed or deadlocked with slices in flight).
-  void reset();
+  void reset(double now = 0);
 
  private:
   class Send;

@@ -22,7 +22,9 @@
 //
 // Contract: one thread. run() is collective over the simulated ranks: every rank runs
 // the same call on its own buffers; the clocks start at 0 for each call, and the result
-// is the latest rank's finishing time. Errors (a mismatch, a deadlock: SimDeadlock)
+// is the latest rank's finishing time. On links with a token bucket
+// (NetworkModel::linkBurstBytes) run() times the second of two identical calls back to
+// back, as gyre-bench does; buckets start full before the first. Errors (a mismatch, a deadlock: SimDeadlock)
 // propagate out of run() as gyre::Error.
 #pragma once
 
@@ -80,7 +82,9 @@ class SimWorld {
   // Runs body(rank, ctx, pipes) on every rank instead of a collective: for schedules
   // outside the table (tests of a deliberately wrong order).
   using RankBody = std::function<void(int rank, const PrimitiveContext& ring, const PeerPipes& pipes)>;
-  SimResult runBodies(const RankBody& body);
+  // after: start when the previous run's last rank finished, with the links as it left
+  // them (else every rank starts at 0 on idle links).
+  SimResult runBodies(const RankBody& body, bool after = false);
 
  private:
   void connect(int from, int to);

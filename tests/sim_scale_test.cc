@@ -34,9 +34,11 @@ SimResult payloadFree(SimWorld& w, const CollectiveCall& call, size_t bytes) {
 }
 
 // One slice across hosts: sender overhead, the wire time of the payload and its frame at
-// the link rate, alpha, then the receiver's cost (overhead + bytes at the cpu rate).
-TEST(SimClock, OneSliceInClosedForm) {
+// the link rate (with a full token bucket: at the peak rate), alpha, then the receiver's
+// cost (overhead + bytes at the cpu rate).
+void checkOneSlice(double burstBytes) {
   SimOptions o = optionsFor({1, 1}, true);
+  o.network.linkBurstBytes = burstBytes;
   SimWorld w(o);
   const size_t bytes = 1000;
   std::vector<std::byte> buf(bytes, std::byte{7});
@@ -57,11 +59,17 @@ TEST(SimClock, OneSliceInClosedForm) {
   });
   const NetworkModel& m = o.network;
   const double wire = (bytes + NetworkModel::kFrameOverhead) / m.tcpPayloadShare;
-  const double want = m.sliceOverheadUs + wire / m.linkBytesPerUs + m.linkAlphaUs +
-                      m.sliceOverheadUs + bytes / m.cpuBytesPerUs;
-  EXPECT_NEAR(res.micros, want, 1e-9);
+  const double rate = burstBytes > 0 ? m.linkPeakBytesPerUs : m.linkBytesPerUs;
+  const double want = m.sliceOverheadUs + wire / rate + m.linkAlphaUs + m.sliceOverheadUs +
+                      bytes / m.cpuBytesPerUs;
+  EXPECT_NEAR(res.micros, want, 1e-9) << "burst " << burstBytes;
   EXPECT_EQ(res.counters.slices, 1u);
   EXPECT_EQ(res.counters.bytes, bytes);
+}
+
+TEST(SimClock, OneSliceInClosedForm) {
+  checkOneSlice(0);
+  checkOneSlice(1e6);  // a tbf bucket that holds the slice: it passes at the peak rate
 }
 
 TEST(SimClock, SamePredictionWithAndWithoutPayloadAndDeterministic) {
