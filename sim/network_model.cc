@@ -89,12 +89,12 @@ int LinkTimes::leaf(int rank) const {
   return model_.hostsPerLeaf > 0 ? hostOf_[rank] / model_.hostsPerLeaf : 0;
 }
 
-LinkTimes::Transfer LinkTimes::send(int from, int to, size_t bytes, double now) {
+LinkTimes::Transfer LinkTimes::send(int from, int to, size_t bytes, double now, bool copied) {
   const double b = static_cast<double>(bytes);
   const double ready = now + model_.sliceOverheadUs;
   if (sameHost(from, to)) {
     // The sender's CPU writes the slot; the host's bus carries it (shared by its ranks).
-    double done = ready + b / model_.shmBytesPerUs;
+    double done = ready + (copied ? b / model_.shmBytesPerUs : 0.0);
     if (model_.hostMemBytesPerUs > 0) {
       double& bus = busFree_[static_cast<size_t>(hostOf_[from])];
       const double start = std::max(ready, bus);

@@ -14,6 +14,9 @@
 // shmBytesPerUs, and all ranks of a host share its memory bus (hostMemBytesPerUs, 0:
 // unlimited).
 //
+// Inside a host a slice costs its sender a copy at shmBytesPerUs only when it is copied
+// from a user buffer into the slot (a plain send); slices that a reduction or a copy
+// wrote straight into the slot cost that pass once, at the receive it came from.
 // A tcp slice of b bytes occupies the wire for (b + kFrameOverhead) / tcpPayloadShare
 // bytes (the TCP/IP/Ethernet headers of each 1514-byte frame: 1448/1514 by default), at
 // the link rate, on the sender's NIC, the uplinks it crosses and the receiver's NIC, in
@@ -80,8 +83,11 @@ class LinkTimes {
     double senderDone;  // the sender's CPU is free again
     double arrival;     // the slice is in the receiver's slot
   };
-  // A slice of `bytes` from rank `from` to rank `to`, posted at `now`.
-  Transfer send(int from, int to, size_t bytes, double now);
+  // A slice of `bytes` from rank `from` to rank `to`, posted at `now`. copied: the
+  // sender copies it from the user's buffer into the peer's slot (shm's postDirect);
+  // else the slot was filled by the pass that produced the slice (a fused reduction or
+  // copy, charged to the receive it came from) or, across hosts, the kernel copies it.
+  Transfer send(int from, int to, size_t bytes, double now, bool copied);
   // CPU time the receiver spends on a slice of `bytes` (at release).
   double receiveCost(size_t bytes) const;
   // When a slot released at `now` is back at the sender.

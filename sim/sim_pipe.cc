@@ -24,13 +24,15 @@ class SimChannel::Send final : public SendPipe {
     return c_.payload_ ? c_.slotMemory(slot) : nullptr;
   }
 
-  void post(size_t bytes, const Tag& tag) override {
+  void post(size_t bytes, const Tag& tag) override { postSlice(bytes, tag, false); }
+
+  void postSlice(size_t bytes, const Tag& tag, bool copied) {
     if (bytes > c_.slotBytes_) fail(ErrorCode::kInternal, "sim: post of {} bytes", bytes);
     VirtualScheduler& s = c_.scheduler_;
     // Shared links (a NIC's receive side, an uplink, a host's bus) are claimed in
     // virtual-time order; a slot in a peer's shared memory involves none of them.
     if (c_.links_.sharesResources(c_.from_, c_.to_)) s.syncPoint();
-    const LinkTimes::Transfer t = c_.links_.send(c_.from_, c_.to_, bytes, s.now());
+    const LinkTimes::Transfer t = c_.links_.send(c_.from_, c_.to_, bytes, s.now(), copied);
     s.advanceTo(t.senderDone);
     Slot& slot = c_.slot_[c_.nextSend_];
     slot.bytes = bytes;
@@ -49,7 +51,7 @@ class SimChannel::Send final : public SendPipe {
   void postDirect(const void* src, size_t bytes, const Tag& tag, const WaitContext& ctx) override {
     std::byte* slot = acquire(ctx);
     if (c_.payload_ && bytes) std::memcpy(slot, src, bytes);
-    post(bytes, tag);
+    postSlice(bytes, tag, /*copied=*/true);
   }
 
   // Every slice left when post() returned: tcp's kernel took it (the NIC drains it on
