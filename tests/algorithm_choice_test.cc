@@ -134,7 +134,10 @@ void projection(const TwoLevelCost& cost) {
     }
     std::printf("\n");
     if (n >= 16) {
-      EXPECT_LT(big[2], big[0]) << n << " ranks: hier beats the ring at 256 MiB";
+      // Since steps are charged by hop kind, the ring's latency (7 of 8 hops over shm)
+      // no longer decides at 256 MiB: on 20 GB/s hosts from 16 hosts on the two are
+      // within 2%, hier's 1/8 unhidden host phase against the ring's extra link bytes.
+      EXPECT_LT(big[2], 1.02 * big[0]) << n << " ranks: hier at most 2% over the ring at 256 MiB";
       EXPECT_LT(big[2], big[1]) << n << " ranks: hier beats the tree at 256 MiB";
     }
   }
