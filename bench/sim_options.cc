@@ -31,7 +31,7 @@ Cluster:
   --shm-alpha-us A         a hand-off through shared memory (default 2)
   --host-mem-rate RATE     a host's memory bus shared by its ranks (default unlimited)
   --slice-overhead-us A    CPU per slice at each end (default 1)
-  --cpu-rate RATE          the receiver's reduction/copy rate (default 6000)
+  --cpu-rate RATE          the receiver's reduction/copy rate (default 3500)
 What runs: gyre-bench's flags (gyre-bench --help): COLLECTIVE, -b -e -f -d -o -r, -A or
 GYRE_ALGO (default auto: the cost model's pick for this cluster, as a communicator would
 make it with its link probe); GYRE_SLOT_BYTES and GYRE_SLOTS apply.

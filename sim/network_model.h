@@ -57,7 +57,9 @@ struct NetworkModel {
   double shmAlphaUs = 2;           // a hand-off through shared memory (doorbell, wake-up)
   double hostMemBytesPerUs = 0;    // a host's memory bus, shared by its ranks; 0: unlimited
   double sliceOverheadUs = 1;      // CPU per slice at each end
-  double cpuBytesPerUs = 6000;     // the receiver's reduction or copy out of a slot
+  // The receiver's reduction or copy out of a slot: the shm table's 3.5 GB/s (a one-host
+  // ring then predicts what collectives/algorithm_choice.cc's table measured here).
+  double cpuBytesPerUs = 3500;
 
   static constexpr double kFrameOverhead = 40;  // gyre's frame header + tag per slice
 

@@ -189,7 +189,8 @@ TEST(SimNetwork, OversubscribedUplinksCost) {
   double times[2];
   for (int i = 0; i < 2; ++i) {
     SimOptions o = optionsFor({1, 1, 1, 1, 1, 1, 1, 1}, false);
-    o.network.linkBytesPerUs = 1250;  // 10 Gbit/s: the link, not the CPU, bounds the ring
+    o.network.linkBytesPerUs = 1250;  // 10 Gbit/s and a fast CPU: the link bounds the ring
+    o.network.cpuBytesPerUs = 20000;
     o.network.hostsPerLeaf = 2;
     o.network.oversub = i == 0 ? 1 : 4;
     SimWorld w(o);
