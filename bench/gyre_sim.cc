@@ -34,13 +34,20 @@ namespace {
 
 std::optional<CollectiveKind> kindOf(CollectiveId id) {
   switch (id) {
-    case CollectiveId::kAllReduce: return CollectiveKind::kAllReduce;
-    case CollectiveId::kAllGather: return CollectiveKind::kAllGather;
-    case CollectiveId::kBroadcast: return CollectiveKind::kBroadcast;
-    case CollectiveId::kReduce: return CollectiveKind::kReduce;
-    case CollectiveId::kReduceScatter: return CollectiveKind::kReduceScatter;
-    case CollectiveId::kAllToAll: return CollectiveKind::kAllToAll;
-    case CollectiveId::kSendRecv: return std::nullopt;
+    case CollectiveId::kAllReduce:
+      return CollectiveKind::kAllReduce;
+    case CollectiveId::kAllGather:
+      return CollectiveKind::kAllGather;
+    case CollectiveId::kBroadcast:
+      return CollectiveKind::kBroadcast;
+    case CollectiveId::kReduce:
+      return CollectiveKind::kReduce;
+    case CollectiveId::kReduceScatter:
+      return CollectiveKind::kReduceScatter;
+    case CollectiveId::kAllToAll:
+      return CollectiveKind::kAllToAll;
+    case CollectiveId::kSendRecv:
+      return std::nullopt;
   }
   return std::nullopt;
 }
@@ -66,8 +73,8 @@ Point simulate(sim::SimWorld& world, const CollectiveInfo& c, const Layout& l, D
   });
   if (timing) {
     const std::chrono::duration<double> wall = std::chrono::steady_clock::now() - start;
-    std::fprintf(stderr, "gyre-sim: %s %zu B on %d ranks (algo %d): simulated in %.2f s\n",
-                 c.name, l.bytes, world.size(), r.algo, wall.count());
+    std::fprintf(stderr, "gyre-sim: %s %zu B on %d ranks (algo %d): simulated in %.2f s\n", c.name,
+                 l.bytes, world.size(), r.algo, wall.count());
   }
   return {r.micros / 1e6, r.algo};
 }
@@ -87,9 +94,10 @@ void printHeader(const sim::SimWorld& w, const BenchOptions& o, const Collective
   std::printf("# gyre-sim: predicted, not measured: %d ranks, algo %s, slots %zu x %zu B\n",
               w.size(), algoName(g.algo), g.slots, g.slotBytes);
   std::printf("# gyre-sim: %s\n", w.options().network.describe().c_str());
-  std::printf("# gyre-sim: the model's inter-host cost as the link probe would measure it: "
-              "alpha %.1f us, %.0f MB/s\n",
-              w.cost().inter.alphaUs, w.cost().inter.bytesPerUs);
+  std::printf(
+      "# gyre-sim: the model's inter-host cost as the link probe would measure it: "
+      "alpha %.1f us, %.0f MB/s\n",
+      w.cost().inter.alphaUs, w.cost().inter.bytesPerUs);
   std::printf("#\n");
   printColumnHeads();
 }
@@ -123,7 +131,8 @@ int runCompare(sim::SimWorld& w, const BenchOptions& o, bool timing) {
   const DataType t = o.dtypes.front();
   const ReduceOp op = o.ops.front();
   const int n = w.size();
-  std::printf("# gyre-sim --compare-algos: %d ranks, %s\n", n, w.options().network.describe().c_str());
+  std::printf("# gyre-sim --compare-algos: %d ranks, %s\n", n,
+              w.options().network.describe().c_str());
   double worst = 0;
   size_t worstBytes = 0;
   for (size_t size : sweepSizes(o)) {
@@ -157,7 +166,8 @@ int runCompare(sim::SimWorld& w, const BenchOptions& o, bool timing) {
       worst = ratio;
       worstBytes = l.bytes;
     }
-    line += fmt::format(" auto_us={:.2f} auto_algo={} auto/best={:.3f}", autoUs, algoLabel(pick), ratio);
+    line += fmt::format(" auto_us={:.2f} auto_algo={} auto/best={:.3f}", autoUs, algoLabel(pick),
+                        ratio);
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
   }

@@ -83,7 +83,8 @@ SimCommandLine parseSimCommandLine(int argc, char** argv) {
       perHost = positive(a, value());
     } else if (a == "--host-sizes") {
       std::stringstream in(value());
-      for (std::string part; std::getline(in, part, ',');) sizes.push_back(positive(a, part.c_str()));
+      for (std::string part; std::getline(in, part, ',');)
+        sizes.push_back(positive(a, part.c_str()));
     } else if (a == "--link") {
       m.linkBytesPerUs = sim::parseRate(value());
     } else if (a == "--alpha-us") {
@@ -94,7 +95,8 @@ SimCommandLine parseSimCommandLine(int argc, char** argv) {
       m.linkPeakBytesPerUs = sim::parseRate(value());
     } else if (a == "--nic") {
       const std::string v = value();
-      if (v != "rank" && v != "host") fail(ErrorCode::kInvalidArgument, "--nic rank|host, got '{}'", v);
+      if (v != "rank" && v != "host")
+        fail(ErrorCode::kInvalidArgument, "--nic rank|host, got '{}'", v);
       m.nicPerRank = v == "rank";
     } else if (a == "--oversub") {
       m.oversub = number(a, value());
@@ -127,7 +129,8 @@ SimCommandLine parseSimCommandLine(int argc, char** argv) {
       c.benchArgs.push_back(a);
     }
   }
-  c.network.hostSizes = sizes.empty() ? std::vector<int>(static_cast<size_t>(hosts), perHost) : sizes;
+  c.network.hostSizes =
+      sizes.empty() ? std::vector<int>(static_cast<size_t>(hosts), perHost) : sizes;
   if (c.network.oversub > 1 && !leafSet) c.network.hostsPerLeaf = 16;
   return c;
 }

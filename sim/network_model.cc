@@ -15,8 +15,8 @@ int NetworkModel::ranks() const { return std::accumulate(hostSizes.begin(), host
 
 std::string NetworkModel::describe() const {
   std::string shape;
-  const bool even = std::all_of(hostSizes.begin(), hostSizes.end(),
-                                [&](int s) { return s == hostSizes[0]; });
+  const bool even =
+      std::all_of(hostSizes.begin(), hostSizes.end(), [&](int s) { return s == hostSizes[0]; });
   if (even) {
     shape = fmt::format("{} hosts x {} ranks", hosts(), hostSizes[0]);
   } else {
@@ -27,7 +27,7 @@ std::string NetworkModel::describe() const {
                            : std::string();
   std::string burst = linkBurstBytes > 0 ? fmt::format(", tbf burst {:g} B at {:g} MB/s",
                                                        linkBurstBytes, linkPeakBytesPerUs)
-                                          : std::string();
+                                         : std::string();
   return fmt::format(
       "{}, link {:g} Gbit/s {} (alpha {:g} us, tcp payload {:.3f}{}){}, shm {:g} MB/s per rank "
       "(alpha {:g} us), slice overhead {:g} us, cpu {:g} MB/s",
@@ -129,8 +129,8 @@ std::pair<double, double> LinkTimes::passNic(Side& side, double wire, double sta
   double busy = wire / model_.linkBytesPerUs;
   if (model_.linkBurstBytes > 0) {
     // tbf: the bytes the bucket holds go at the peak rate, the rest as tokens come.
-    const double tokens = std::min(model_.linkBurstBytes,
-                                   side.tokens + (s - side.tokenTime) * model_.linkBytesPerUs);
+    const double tokens =
+        std::min(model_.linkBurstBytes, side.tokens + (s - side.tokenTime) * model_.linkBytesPerUs);
     const double fast = std::min(tokens, wire);
     busy = fast / model_.linkPeakBytesPerUs + (wire - fast) / model_.linkBytesPerUs;
     side.tokens = tokens - fast;

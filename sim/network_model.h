@@ -40,10 +40,10 @@
 namespace gyre::sim {
 
 struct NetworkModel {
-  std::vector<int> hostSizes{1};   // ranks per host, hosts in rank order
-  bool nicPerRank = true;          // false: the ranks of a host share one NIC
-  double linkBytesPerUs = 12500;   // line rate (100 Gbit/s = 12500 B/us)
-  double linkAlphaUs = 10;         // one-way latency between hosts, software included
+  std::vector<int> hostSizes{1};  // ranks per host, hosts in rank order
+  bool nicPerRank = true;         // false: the ranks of a host share one NIC
+  double linkBytesPerUs = 12500;  // line rate (100 Gbit/s = 12500 B/us)
+  double linkAlphaUs = 10;        // one-way latency between hosts, software included
   // A token-bucket shaper on each NIC side (tc's tbf, as tools/netns_bench.sh shapes its
   // links): up to linkBurstBytes of tokens, refilled at the link rate, let bytes through
   // at linkPeakBytesPerUs (the unshaped veth) instead of the link rate. 0: no bucket (a
@@ -51,12 +51,12 @@ struct NetworkModel {
   double linkBurstBytes = 0;
   double linkPeakBytesPerUs = 2500;
   double tcpPayloadShare = 1448.0 / 1514.0;
-  int hostsPerLeaf = 0;            // 0: every host on one switch
-  double oversub = 1;              // a leaf's uplink capacity = its NICs' / oversub
-  double shmBytesPerUs = 3500;     // one rank's copy rate into a peer's slot
-  double shmAlphaUs = 2;           // a hand-off through shared memory (doorbell, wake-up)
-  double hostMemBytesPerUs = 0;    // a host's memory bus, shared by its ranks; 0: unlimited
-  double sliceOverheadUs = 1;      // CPU per slice at each end
+  int hostsPerLeaf = 0;          // 0: every host on one switch
+  double oversub = 1;            // a leaf's uplink capacity = its NICs' / oversub
+  double shmBytesPerUs = 3500;   // one rank's copy rate into a peer's slot
+  double shmAlphaUs = 2;         // a hand-off through shared memory (doorbell, wake-up)
+  double hostMemBytesPerUs = 0;  // a host's memory bus, shared by its ranks; 0: unlimited
+  double sliceOverheadUs = 1;    // CPU per slice at each end
   // The receiver's reduction or copy out of a slot: the shm table's 3.5 GB/s (a one-host
   // ring then predicts what collectives/algorithm_choice.cc's table measured here).
   double cpuBytesPerUs = 3500;

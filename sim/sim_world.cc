@@ -34,9 +34,9 @@ SimWorld::SimWorld(const SimOptions& options)
     fail(ErrorCode::kInvalidArgument, "sim: pipes need at least 2 slots of 64 bytes");
   }
   // As a communicator: the shm table inside hosts; across hosts what the probe measures.
-  cost_ = topology_.hostCount() >= 2
-              ? twoLevelCost(true, options.network.probeAlphaUs(), options.network.probeBytesPerUs())
-              : twoLevelCost(true);
+  cost_ = topology_.hostCount() >= 2 ? twoLevelCost(true, options.network.probeAlphaUs(),
+                                                    options.network.probeBytesPerUs())
+                                     : twoLevelCost(true);
   pipes_.resize(static_cast<size_t>(size_));
   if (size_ <= options.allPairsMaxRanks) {
     for (int a = 0; a < size_; ++a) {
@@ -68,8 +68,7 @@ void SimWorld::connect(int from, int to) {
   auto key = std::make_pair(from, to);
   if (channels_.count(key)) return;
   auto channel = std::make_unique<SimChannel>(scheduler_, links_, from, to, options_.gyre.slots,
-                                              options_.gyre.slotBytes, options_.payload,
-                                              counters_);
+                                              options_.gyre.slotBytes, options_.payload, counters_);
   pipes_[static_cast<size_t>(from)].send[to] = &channel->sendEnd();
   pipes_[static_cast<size_t>(to)].recv[from] = &channel->recvEnd();
   channels_.emplace(key, std::move(channel));
@@ -116,9 +115,8 @@ SimResult SimWorld::runBodies(const RankBody& body, bool after) {
   if (!after) links_.reset();
   for (auto& [key, channel] : channels_) channel->reset(start);
   counters_ = SimCounters{};
-  scheduler_.run([&](int r) {
-    body(r, ring_[static_cast<size_t>(r)], pipes_[static_cast<size_t>(r)]);
-  });
+  scheduler_.run(
+      [&](int r) { body(r, ring_[static_cast<size_t>(r)], pipes_[static_cast<size_t>(r)]); });
   return SimResult{scheduler_.latest() - start, 0, counters_};
 }
 

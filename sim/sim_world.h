@@ -24,13 +24,13 @@
 // the same call on its own buffers; the clocks start at 0 for each call, and the result
 // is the latest rank's finishing time. On links with a token bucket
 // (NetworkModel::linkBurstBytes) run() times the second of two identical calls back to
-// back, as gyre-bench does; buckets start full before the first. Errors (a mismatch, a deadlock: SimDeadlock)
-// propagate out of run() as gyre::Error.
+// back, as gyre-bench does; buckets start full before the first. Errors (a mismatch, a deadlock:
+// SimDeadlock) propagate out of run() as gyre::Error.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -50,14 +50,14 @@ namespace gyre::sim {
 
 struct SimOptions {
   NetworkModel network;
-  Options gyre;              // algo (GYRE_ALGO), slots, slotBytes as a communicator's
+  Options gyre;  // algo (GYRE_ALGO), slots, slotBytes as a communicator's
   bool payload = true;
   int allPairsMaxRanks = 256;
 };
 
 struct SimResult {
-  double micros = 0;   // when the last rank finished (all started at 0)
-  uint8_t algo = 0;    // the call's algo (CollectiveCall::algo)
+  double micros = 0;  // when the last rank finished (all started at 0)
+  uint8_t algo = 0;   // the call's algo (CollectiveCall::algo)
   SimCounters counters;
 };
 
@@ -81,7 +81,8 @@ class SimWorld {
   SimResult run(CollectiveCall call, const BufferFn& buffers, bool keepAlgo = false);
   // Runs body(rank, ctx, pipes) on every rank instead of a collective: for schedules
   // outside the table (tests of a deliberately wrong order).
-  using RankBody = std::function<void(int rank, const PrimitiveContext& ring, const PeerPipes& pipes)>;
+  using RankBody =
+      std::function<void(int rank, const PrimitiveContext& ring, const PeerPipes& pipes)>;
   // after: start when the previous run's last rank finished, with the links as it left
   // them (else every rank starts at 0 on idle links).
   SimResult runBodies(const RankBody& body, bool after = false);

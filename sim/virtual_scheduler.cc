@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <exception>
 
+#include <fmt/format.h>
 #include <boost/context/fiber.hpp>
 #include <boost/context/protected_fixedsize_stack.hpp>
-#include <fmt/format.h>
 
 namespace gyre::sim {
 
@@ -38,16 +38,17 @@ VirtualScheduler::VirtualScheduler(int ranks, size_t stackBytes)
 
 VirtualScheduler::~VirtualScheduler() = default;
 
-void VirtualScheduler::resetClocks(double micros) { std::fill(clock_.begin(), clock_.end(), micros); }
+void VirtualScheduler::resetClocks(double micros) {
+  std::fill(clock_.begin(), clock_.end(), micros);
+}
 
 double VirtualScheduler::latest() const { return *std::max_element(clock_.begin(), clock_.end()); }
 
 void VirtualScheduler::push(int rank) {
   state_[static_cast<size_t>(rank)] = State::kReady;
   heap_.push_back({clock_[static_cast<size_t>(rank)], seq_++, rank});
-  std::push_heap(heap_.begin(), heap_.end(), [](const Ready& a, const Ready& b) {
-    return later(a.at, a.seq, b.at, b.seq);
-  });
+  std::push_heap(heap_.begin(), heap_.end(),
+                 [](const Ready& a, const Ready& b) { return later(a.at, a.seq, b.at, b.seq); });
 }
 
 void VirtualScheduler::run(const std::function<void(int)>& body) {
@@ -70,9 +71,8 @@ void VirtualScheduler::run(const std::function<void(int)>& body) {
     push(r);
   }
   while (!heap_.empty()) {
-    std::pop_heap(heap_.begin(), heap_.end(), [](const Ready& a, const Ready& b) {
-      return later(a.at, a.seq, b.at, b.seq);
-    });
+    std::pop_heap(heap_.begin(), heap_.end(),
+                  [](const Ready& a, const Ready& b) { return later(a.at, a.seq, b.at, b.seq); });
     const int r = heap_.back().rank;
     heap_.pop_back();
     current_ = r;
@@ -80,8 +80,8 @@ void VirtualScheduler::run(const std::function<void(int)>& body) {
     fiber = std::move(fiber).resume();
   }
   current_ = -1;
-  bool blocked = std::any_of(state_.begin(), state_.end(),
-                             [](State s) { return s == State::kBlocked; });
+  bool blocked =
+      std::any_of(state_.begin(), state_.end(), [](State s) { return s == State::kBlocked; });
   if (blocked && !f.firstError) throwDeadlockAndUnwind();
   if (blocked) unwindBlocked();
   if (f.firstError) std::rethrow_exception(f.firstError);

@@ -30,7 +30,9 @@ SimOptions optionsFor(std::vector<int> hostSizes, size_t slotBytes) {
   return o;
 }
 
-std::string shapeName(const std::vector<int>& hosts) { return fmt::format("{}", fmt::join(hosts, "+")); }
+std::string shapeName(const std::vector<int>& hosts) {
+  return fmt::format("{}", fmt::join(hosts, "+"));
+}
 
 // One all-reduce on every rank; returns the algo it ran. Checks result, sendbuf, guard.
 uint8_t checkAllReduce(SimWorld& w, size_t count, DataType t, ReduceOp op, bool inPlace) {
@@ -52,9 +54,9 @@ uint8_t checkAllReduce(SimWorld& w, size_t count, DataType t, ReduceOp op, bool 
   });
   const std::vector<std::byte> expected = expectedBuffer(t, op, n, count);
   for (int r = 0; r < n; ++r) {
-    const std::string what = fmt::format("rank {} of {} ({}), algo {}, count {}, {}", r, n,
-                                         w.topology().describe(), res.algo, count,
-                                         inPlace ? "in place" : "out of place");
+    const std::string what =
+        fmt::format("rank {} of {} ({}), algo {}, count {}, {}", r, n, w.topology().describe(),
+                    res.algo, count, inPlace ? "in place" : "out of place");
     const auto& i = in[static_cast<size_t>(r)];
     const auto& o = out[static_cast<size_t>(r)];
     EXPECT_TRUE(sameBytes(inPlace ? i.data() : o.data(), expected.data(), bytes)) << what;
@@ -75,18 +77,22 @@ struct Shape {
 
 // Every all-reduce algorithm, forced as GYRE_ALGO does, and auto, on every shape.
 TEST(SimCollectives, EveryAllReduceAlgorithmExact) {
-  const Shape shapes[] = {{{2}, 64},        {{7}, 64},     {{4, 4}, 64},  {{1, 1, 1, 1, 1}, 64},
-                          {{3, 5, 8}, 64},  {{8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8,
-                                              8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8},
-                                             256},
+  const Shape shapes[] = {{{2}, 64},
+                          {{7}, 64},
+                          {{4, 4}, 64},
+                          {{1, 1, 1, 1, 1}, 64},
+                          {{3, 5, 8}, 64},
+                          {{8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8,
+                            8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8},
+                           256},
                           {{256}, 256}};
   for (const Shape& s : shapes) {
     SimWorld w(optionsFor(s.hosts, s.slotBytes));
     const int n = w.size();
     SCOPED_TRACE(shapeName(s.hosts));
-    for (AllReduceAlgo a : {AllReduceAlgo::kRing, AllReduceAlgo::kTree,
-                            AllReduceAlgo::kRecursiveDoubling, AllReduceAlgo::kHierarchical,
-                            AllReduceAlgo::kAuto}) {
+    for (AllReduceAlgo a :
+         {AllReduceAlgo::kRing, AllReduceAlgo::kTree, AllReduceAlgo::kRecursiveDoubling,
+          AllReduceAlgo::kHierarchical, AllReduceAlgo::kAuto}) {
       w.setAlgo(a);
       // Several slices per rank's chunk where the world is small; one where it is large.
       const size_t big = n <= 16 ? 40 * static_cast<size_t>(n) + 3 : 2 * static_cast<size_t>(n) + 3;
@@ -98,7 +104,8 @@ TEST(SimCollectives, EveryAllReduceAlgorithmExact) {
           EXPECT_EQ(ran, static_cast<uint8_t>(a));
         }
         if (a == AllReduceAlgo::kHierarchical) {
-          EXPECT_EQ(ran, static_cast<uint8_t>(w.topology().hierarchical() ? a : AllReduceAlgo::kRing));
+          EXPECT_EQ(ran,
+                    static_cast<uint8_t>(w.topology().hierarchical() ? a : AllReduceAlgo::kRing));
         }
         if (a == AllReduceAlgo::kRecursiveDoubling) {
           EXPECT_EQ(ran, static_cast<uint8_t>(count <= fits + 3 ? a : AllReduceAlgo::kRing));
@@ -150,14 +157,16 @@ void checkEveryCollective(SimWorld& w, size_t count, bool allToAll) {
     b.recv[static_cast<size_t>(root)] = inputBuffer(t, ReduceOp::kSum, root, count);
     runOn(w, CollectiveKind::kBroadcast, count, root, b);
     const auto want = inputBuffer(t, ReduceOp::kSum, root, count);
-    for (size_t r = 0; r < un; ++r) EXPECT_TRUE(sameBytes(b.recv[r].data(), want.data(), count * e)) << "broadcast rank " << r;
+    for (size_t r = 0; r < un; ++r)
+      EXPECT_TRUE(sameBytes(b.recv[r].data(), want.data(), count * e)) << "broadcast rank " << r;
   }
   {  // reduce to a root
     const int root = n > 5 ? 5 : 0;
     Buffers b = makeBuffers(n, count, count, t);
     runOn(w, CollectiveKind::kReduce, count, root, b);
     const auto want = expectedBuffer(t, ReduceOp::kSum, n, count);
-    EXPECT_TRUE(sameBytes(b.recv[static_cast<size_t>(root)].data(), want.data(), count * e)) << "reduce";
+    EXPECT_TRUE(sameBytes(b.recv[static_cast<size_t>(root)].data(), want.data(), count * e))
+        << "reduce";
   }
   {  // all-gather: share r of every recvbuf is rank r's input
     Buffers b = makeBuffers(n, count, un * count, t);
@@ -176,7 +185,8 @@ void checkEveryCollective(SimWorld& w, size_t count, bool allToAll) {
     runOn(w, CollectiveKind::kReduceScatter, count, -1, b);
     const auto sum = expectedBuffer(t, ReduceOp::kSum, n, un * count);
     for (size_t r = 0; r < un; ++r) {
-      EXPECT_TRUE(sameBytes(b.recv[r].data(), sum.data() + r * count * e, count * e)) << "reducescatter rank " << r;
+      EXPECT_TRUE(sameBytes(b.recv[r].data(), sum.data() + r * count * e, count * e))
+          << "reducescatter rank " << r;
     }
   }
   if (allToAll) {  // block q of rank r's recvbuf is block r of rank q's sendbuf
@@ -185,7 +195,8 @@ void checkEveryCollective(SimWorld& w, size_t count, bool allToAll) {
     for (size_t r = 0; r < un; ++r) {
       for (size_t q = 0; q < un; ++q) {
         const auto src = inputBuffer(t, ReduceOp::kSum, rankOf(q), un * count);
-        EXPECT_TRUE(sameBytes(b.recv[r].data() + q * count * e, src.data() + r * count * e, count * e))
+        EXPECT_TRUE(
+            sameBytes(b.recv[r].data() + q * count * e, src.data() + r * count * e, count * e))
             << "alltoall rank " << r << " from " << q;
       }
     }
@@ -193,11 +204,13 @@ void checkEveryCollective(SimWorld& w, size_t count, bool allToAll) {
 }
 
 TEST(SimCollectives, EveryCollectiveExactFlatAndTwoLevel) {
-  const Shape shapes[] = {{{2}, 64}, {{6}, 64}, {{2, 2, 2}, 64}, {{3, 5, 8}, 64}, {{8, 8, 8, 8}, 128}};
+  const Shape shapes[] = {
+      {{2}, 64}, {{6}, 64}, {{2, 2, 2}, 64}, {{3, 5, 8}, 64}, {{8, 8, 8, 8}, 128}};
   for (const Shape& s : shapes) {
     SimWorld w(optionsFor(s.hosts, s.slotBytes));
     SCOPED_TRACE(shapeName(s.hosts));
-    for (AllReduceAlgo a : {AllReduceAlgo::kAuto, AllReduceAlgo::kRing, AllReduceAlgo::kHierarchical}) {
+    for (AllReduceAlgo a :
+         {AllReduceAlgo::kAuto, AllReduceAlgo::kRing, AllReduceAlgo::kHierarchical}) {
       w.setAlgo(a);
       checkEveryCollective(w, 37, w.size() <= 16);
       checkEveryCollective(w, 1, false);

@@ -30,7 +30,9 @@ CollectiveCall allReduceCall(size_t count) {
 
 SimResult payloadFree(SimWorld& w, const CollectiveCall& call, size_t bytes) {
   NoPayloadBuffers none(bytes);
-  return w.run(call, [&](int) -> std::pair<const void*, void*> { return {none.send(), none.recv()}; });
+  return w.run(call, [&](int) -> std::pair<const void*, void*> {
+    return {none.send(), none.recv()};
+  });
 }
 
 // One slice across hosts: sender overhead, the wire time of the payload and its frame at
@@ -60,8 +62,8 @@ void checkOneSlice(double burstBytes) {
   const NetworkModel& m = o.network;
   const double wire = (bytes + NetworkModel::kFrameOverhead) / m.tcpPayloadShare;
   const double rate = burstBytes > 0 ? m.linkPeakBytesPerUs : m.linkBytesPerUs;
-  const double want = m.sliceOverheadUs + wire / rate + m.linkAlphaUs + m.sliceOverheadUs +
-                      bytes / m.cpuBytesPerUs;
+  const double want =
+      m.sliceOverheadUs + wire / rate + m.linkAlphaUs + m.sliceOverheadUs + bytes / m.cpuBytesPerUs;
   EXPECT_NEAR(res.micros, want, 1e-9) << "burst " << burstBytes;
   EXPECT_EQ(res.counters.slices, 1u);
   EXPECT_EQ(res.counters.bytes, bytes);
@@ -74,7 +76,8 @@ TEST(SimClock, OneSliceInClosedForm) {
 
 TEST(SimClock, SamePredictionWithAndWithoutPayloadAndDeterministic) {
   const size_t count = 300000;  // 1.2 MB: several slices of 128 KiB per chunk
-  for (AllReduceAlgo a : {AllReduceAlgo::kRing, AllReduceAlgo::kTree, AllReduceAlgo::kHierarchical}) {
+  for (AllReduceAlgo a :
+       {AllReduceAlgo::kRing, AllReduceAlgo::kTree, AllReduceAlgo::kHierarchical}) {
     SimWorld data(optionsFor({4, 4}, true));
     SimWorld none(optionsFor({4, 4}, false));
     data.setAlgo(a);
@@ -108,7 +111,8 @@ TEST(SimScale, PayloadFreeAt1024Ranks) {
   const NetworkModel& m = w.options().network;
   const double linkBound = 2.0 * (n - 1) / n * static_cast<double>(count * 4) / m.linkBytesPerUs;
   EXPECT_GT(ring.micros, linkBound);
-  for (AllReduceAlgo a : {AllReduceAlgo::kTree, AllReduceAlgo::kHierarchical, AllReduceAlgo::kAuto}) {
+  for (AllReduceAlgo a :
+       {AllReduceAlgo::kTree, AllReduceAlgo::kHierarchical, AllReduceAlgo::kAuto}) {
     w.setAlgo(a);
     SimResult r = payloadFree(w, allReduceCall(count), count * 4);
     EXPECT_GT(r.micros, 0.0) << algoName(a);
