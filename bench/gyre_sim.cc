@@ -126,6 +126,21 @@ void runTable(sim::SimWorld& w, const BenchOptions& o, const CollectiveInfo& c, 
   std::printf("# %s ran (by size in bytes): %s\n#\n", c.name, picks.c_str());
 }
 
+// --picks: what auto chooses per size on this cluster (the cost model only).
+int runPicks(sim::SimWorld& w, const BenchOptions& o) {
+  const DataType t = o.dtypes.front();
+  w.setAlgo(AllReduceAlgo::kAuto);
+  for (size_t size : sweepSizes(o)) {
+    const Layout l = layoutFor(allCollectives()[0], size, dtypeSize(t), w.size());
+    CollectiveCall call;
+    call.count = l.count;
+    call.dtype = t;
+    std::printf("pick: bytes=%zu ranks=%d algo=%s\n", l.bytes, w.size(),
+                algoLabel(w.algorithmFor(call)));
+  }
+  return 0;
+}
+
 int runCompare(sim::SimWorld& w, const BenchOptions& o, bool timing) {
   const CollectiveInfo& c = allCollectives()[0];  // all_reduce
   const DataType t = o.dtypes.front();
@@ -201,6 +216,7 @@ int main(int argc, char** argv) {
     if (options.algo) so.gyre.algo = *options.algo;
     so.payload = false;
     sim::SimWorld world(so);
+    if (cl.picksOnly) return bench::runPicks(world, options);
     if (cl.compareAlgos) return bench::runCompare(world, options, cl.timing);
     for (const bench::CollectiveInfo* c : options.collectives) {
       if (!bench::kindOf(c->id)) {

@@ -38,6 +38,8 @@ make it with its link probe); GYRE_SLOT_BYTES and GYRE_SLOTS apply.
   --compare-algos          all-reduce: ring, tree, rd (where it fits a slot), hier (where
                            hosts allow it) side by side per size, and auto's pick:
                            `compare: bytes=.. ring_us=.. ... auto_algo=.. auto/best=..`
+  --picks                  all-reduce: only auto's pick per size (`pick: bytes=.. algo=..`),
+                           from the cost model, nothing simulated
   --timing                 each row's simulation wall time on stderr
   -h, --help
 )";
@@ -121,6 +123,8 @@ SimCommandLine parseSimCommandLine(int argc, char** argv) {
       m.cpuBytesPerUs = sim::parseRate(value());
     } else if (a == "--compare-algos") {
       c.compareAlgos = true;
+    } else if (a == "--picks") {
+      c.picksOnly = true;
     } else if (a == "--timing") {
       c.timing = true;
     } else if (a == "-h" || a == "--help") {

@@ -18,7 +18,8 @@ extern const char kSimUsage[];
 struct SimCommandLine {
   sim::NetworkModel network;
   bool compareAlgos = false;
-  bool timing = false;  // --timing: each row's simulation wall time on stderr
+  bool timing = false;     // --timing: each row's simulation wall time on stderr
+  bool picksOnly = false;  // --picks: auto's all-reduce pick per size, nothing simulated
   bool help = false;
   // What is left for gyre-bench's parser, argv[0] first.
   std::vector<std::string> benchArgs;
