@@ -50,6 +50,7 @@
 #include "bench/compare_algos.h"
 #include "bench/mpi_bootstrap.h"
 #include "bench/result_files.h"
+#include "bench/results_table.h"
 #include "ring/communicator.h"
 
 namespace gyre::bench {
@@ -129,31 +130,7 @@ void printHeader(Communicator& comm, const BenchOptions& o, const CollectiveInfo
     std::printf("#  Rank %2zu Group  0 Pid %6d on %10s\n", r, pid, rankHost);
   }
   std::printf("#\n");
-  // Group labels centred over their four columns (rows: 52 + 2 x 37 characters).
-  std::printf("#%76s%35s\n", "out-of-place", "in-place");
-  std::printf("#%11s  %12s  %8s  %6s  %6s  %9s  %7s  %7s  %6s  %9s  %7s  %7s  %6s\n", "size",
-              "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
-              "busbw", "#wrong");
-  std::printf("#%11s  %12s  %8s  %6s  %6s  %9s  %7s  %7s  %6s  %9s  %7s  %7s  %6s\n", "(B)",
-              "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)",
-              "");
-  std::fflush(stdout);
-}
-
-// One 13-column row of the table, from the strings the result files also write.
-void printRow(const ResultRow& row) {
-  std::printf("%12zu  %12zu  %8s  %6s  %6d", row.bytes, row.elements, row.type.c_str(),
-              row.redop.c_str(), row.root);
-  for (const GroupText& g : row.group) {
-    if (!g.present) {
-      std::printf("  %9s  %7s  %7s  %6s", "N/A", "N/A", "N/A", "N/A");
-    } else {
-      std::printf("  %9s  %7s  %7s  %6s", g.time.c_str(), g.algbw.c_str(), g.busbw.c_str(),
-                  g.wrong.c_str());
-    }
-  }
-  std::printf("\n");
-  std::fflush(stdout);
+  printColumnHeads();
 }
 
 // One collective's block: header, a row per (type, op, size), trailer; rows also go to
@@ -168,8 +145,7 @@ uint64_t runCollective(Communicator& comm, const BenchOptions& o, const Collecti
   // Collectives without a reduction run once per type.
   const std::vector<ReduceOp> ops = c.reduces ? o.ops : std::vector<ReduceOp>{ReduceOp::kSum};
   uint64_t totalWrong = 0;
-  double busBwSum = 0;
-  int busBwCount = 0;
+  BusBwSum busBw;
   for (DataType t : o.dtypes) {
     for (ReduceOp op : ops) {
       CollectiveRunner runner(comm, c, t, op, o.root, send, recv, o.maxBytes);
@@ -192,34 +168,20 @@ uint64_t runCollective(Communicator& comm, const BenchOptions& o, const Collecti
         }
         comm.allReduce(times, times, 2, DataType::kFloat64, ReduceOp::kMax);
         if (!print) continue;
-        ResultRow row;
-        row.collective = c.name;
-        if (c.id == CollectiveId::kAllReduce) row.algorithm = comm.allReduceAlgorithm(l.bytes);
-        row.bytes = l.bytes;
-        row.elements = l.elements;
-        row.type = dtypeName(t);
-        row.redop = c.reduces ? opName(op) : "none";
-        row.root = c.rooted ? o.root : -1;
+        RowGroup groups[2];
         for (int g = 0; g < 2; ++g) {
-          if (!has[g]) continue;
-          const double algBw = times[g] > 0 ? static_cast<double>(l.bytes) / times[g] / 1e9 : 0;
-          const double busBw = algBw * c.busBwFactor(n);
-          busBwSum += busBw;
-          ++busBwCount;
-          row.group[g] = formatGroup(times[g], algBw, busBw, o.check, wrong[g]);
+          groups[g].has = has[g];
+          groups[g].seconds = times[g];
+          if (o.check) groups[g].wrong = wrong[g];
         }
+        ResultRow row = tableRow(c, l, t, op, o.root, n, groups, busBw);
+        if (c.id == CollectiveId::kAllReduce) row.algorithm = comm.allReduceAlgorithm(l.bytes);
         printRow(row);
         if (files != nullptr) files->add(row);
       }
     }
   }
-  if (print) {
-    std::printf("# Out of bounds values : %llu %s\n", static_cast<unsigned long long>(totalWrong),
-                totalWrong == 0 ? "OK" : "FAILED");
-    std::printf("# Avg bus bandwidth    : %g\n", busBwCount > 0 ? busBwSum / busBwCount : 0.0);
-    std::printf("#\n");
-    std::fflush(stdout);
-  }
+  if (print) printTrailer(totalWrong, busBw);
   return totalWrong;
 }
 

@@ -10,6 +10,7 @@
 #   base <- host_kernels
 #   transport, host_kernels <- collectives
 #   collectives, store <- ring (the communicator; what gyre::gyre is)
+#   collectives <- sim (the simulator, beside ring; with Boost.Context)
 #   ring <- ddp, capi, ring/cuda;  base <- cuda_kernels
 #
 # Usage: gyre_layer(NAME FOLDERS f1 [f2...] BELOW l1 [l2...] SOURCES s1 [s2...])

@@ -28,7 +28,9 @@ void ringAllGather(const PrimitiveContext& ctx, int rank, int size, const Collec
   // sendbuf), so the direct sends may read user memory until flush().
   forEachSlice(call.count, slice, [&](size_t offset, size_t len) {
     prims.send(mine + offset * elem, len);
-    if (!inPlace && len > 0) std::memcpy(share(rank, offset), mine + offset * elem, len * elem);
+    if (ctx.moveBytes && !inPlace && len > 0) {
+      std::memcpy(share(rank, offset), mine + offset * elem, len * elem);
+    }
     for (int j = 1; j < size - 1; ++j) prims.recvCopySend(share(left(j), offset), len);
     prims.recv(share(left(size - 1), offset), len);
   });

@@ -11,7 +11,7 @@ void pairwiseAllToAll(const PrimitiveContext& base, const PeerPipes& pipes, int 
   const auto* in = static_cast<const std::byte*>(sendbuf);
   auto* out = static_cast<std::byte*>(recvbuf);
   auto block = [&](auto* buf, int r) { return buf + static_cast<size_t>(r) * blockBytes; };
-  if (blockBytes) copy2(block(out, rank), nullptr, block(in, rank), blockBytes);
+  if (blockBytes && base.moveBytes) copy2(block(out, rank), nullptr, block(in, rank), blockBytes);
   // Every block carries the collective's own Tag (kind, communicator sequence, count,
   // dtype). That is enough: the pipe from rank s to rank d carries exactly one block of
   // each all-to-all (in step (d - s) mod n on both ranks), so the step is fixed by the

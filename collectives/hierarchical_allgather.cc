@@ -35,7 +35,9 @@ void hierarchicalAllGather(const PrimitiveContext& base, const PeerPipes& pipes,
     Primitives prims(linked(base, pipes, member(1), member(hosts - 1)), call, total);
     forEachSlice(call.count, prims.sliceElems(), [&](size_t offset, size_t len) {
       prims.send(mine + offset * elem, len);
-      if (!inPlace && len > 0) std::memcpy(share(rank, offset), mine + offset * elem, len * elem);
+      if (base.moveBytes && !inPlace && len > 0) {
+        std::memcpy(share(rank, offset), mine + offset * elem, len * elem);
+      }
       for (int j = 1; j < hosts - 1; ++j) prims.recvCopySend(share(member(j), offset), len);
       prims.recv(share(member(hosts - 1), offset), len);
     });

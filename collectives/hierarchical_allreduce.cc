@@ -193,7 +193,7 @@ void leadersAllReduce(const PrimitiveContext& base, const PeerPipes& pipes,
   const size_t bytes = call.count * dtypeSize(call.dtype);
   const bool alone = localRanks.size() == 1;
   if (alone) {
-    if (in != out && bytes > 0) std::memcpy(out, in, bytes);
+    if (base.moveBytes && in != out && bytes > 0) std::memcpy(out, in, bytes);
   } else {
     GroupRing inside(base, pipes, localRanks, local, call, total, call.count);
     chainReduceToFirst(inside, in, out, call.count);

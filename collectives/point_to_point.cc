@@ -79,7 +79,7 @@ void sendRecv(const PrimitiveContext& base, const PeerPipes& pipes, const Collec
   // The slices go out straight from sendbuf and may still be read after a later slice
   // has been received; when the buffers share bytes, send from a private copy instead.
   std::vector<std::byte> staged;
-  if (overlaps(sendbuf, send.count * sendElem, recvbuf, recv.count * recvElem)) {
+  if (base.moveBytes && overlaps(sendbuf, send.count * sendElem, recvbuf, recv.count * recvElem)) {
     staged.resize(send.count * sendElem);
     copy2(staged.data(), nullptr, sendbuf, staged.size());
     sendbuf = staged.data();

@@ -20,6 +20,8 @@
 // slot. Every received slice must carry this call's Tag and the expected length;
 // anything else is a kMismatch error naming both ranks and both calls, raised before a
 // byte of it is written anywhere.
+// With PrimitiveContext::moveBytes false (the simulator's payload-free mode) every wait,
+// post and check happens as above, and no byte of a slot or a user buffer is touched.
 // Every pipe operation tells the StallInspector (if any) which peer it involves and
 // every slice moved, for stall reports and error messages.
 //
@@ -47,6 +49,10 @@ struct PrimitiveContext {
   const std::atomic<bool>* aborted = nullptr;
   int rank = -1;                        // this rank, for mismatch messages
   StallInspector* inspector = nullptr;  // optional
+  // false only in the simulator's payload-free mode (sim/): slices carry their sizes
+  // and tags but no bytes, so the primitives and schedules read and write no buffer
+  // (no reduction, no copy); every wait and post happens as with payload.
+  bool moveBytes = true;
 };
 
 // Every pipe of a communicator by peer rank, for schedules that talk to more than the
@@ -116,6 +122,7 @@ class Primitives {
   bool fillSlots_ = false;  // right (and right2) take fused writes into their slots
   bool readSlots_ = false;  // left's slots may be read in place (see pipe.h)
   bool streamOut_ = false;  // final writes to user memory bypass the cache
+  bool moveBytes_ = true;   // PrimitiveContext::moveBytes
 };
 
 }  // namespace gyre

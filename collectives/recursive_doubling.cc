@@ -32,7 +32,9 @@ void recursiveDoublingAllReduce(const PrimitiveContext& base, const PeerPipes& p
   const size_t n = call.count;
   const int p = lowerPowerOfTwo(size);
   const uint32_t divisor = static_cast<uint32_t>(size);
-  if (sendbuf != recvbuf && n) copy2(recvbuf, nullptr, sendbuf, n * dtypeSize(call.dtype));
+  if (base.moveBytes && sendbuf != recvbuf && n) {
+    copy2(recvbuf, nullptr, sendbuf, n * dtypeSize(call.dtype));
+  }
 
   if (rank >= p) {
     // Folded rank: give the data to rank - p, take the result back.

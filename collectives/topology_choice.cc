@@ -1,6 +1,7 @@
 #include "collectives/topology_choice.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "collectives/double_tree.h"
@@ -42,6 +43,64 @@ struct HostLoad {
     return m;
   }
 };
+
+// The latency of a chain of hops: each hop charged the alpha of its kind (inside a host
+// the intra table's, across hosts the inter one's). Before gyre-sim (docs/simulator.md,
+// "Auto's choice") every step was charged the inter alpha, which made the ring (7 of 8
+// hops inside a host at 8 ranks per host) and hier's host phases look 5-10x slower in
+// latency than they run, and so auto took the tree over hier at 256 KiB on 8 x 8.
+double hopAlpha(const HostTopology& t, const TwoLevelCost& c, int from, int to) {
+  return t.hostOf[from] == t.hostOf[to] ? c.intra.alphaUs : c.inter.alphaUs;
+}
+
+// The mean alpha of the ring's hops r -> r + 1.
+double ringHopAlpha(const HostTopology& t, const TwoLevelCost& c) {
+  const int n = t.size();
+  double sum = 0;
+  for (int r = 0; r < n; ++r) sum += hopAlpha(t, c, r, (r + 1) % n);
+  return sum / n;
+}
+
+// The double tree's critical chain: the path from its deepest rank up to the root (tree
+// 0; tree 1 mirrors it), which a slice climbs and then descends. Its summed alpha and
+// how many of its hops cross hosts: near the leaves the hops stay inside a host, near
+// the root they cross, so the mean over all edges would undercount the crossings.
+struct TreePath {
+  double alpha = 0;  // one way
+  int hops = 0;
+  int crossings = 0;
+};
+TreePath treePath(const HostTopology& t, const TwoLevelCost& c) {
+  const int n = t.size();
+  int deepest = 0, depth = -1;
+  for (int r = 0; r < n; ++r) {
+    const int d = doubleBinaryTree(r, n).tree[0].depth;
+    if (d > depth) {
+      depth = d;
+      deepest = r;
+    }
+  }
+  TreePath path;
+  for (int r = deepest, guard = 0; guard < n; ++guard) {  // a path has < n hops
+    const int parent = doubleBinaryTree(r, n).tree[0].parent;
+    if (parent < 0) break;
+    path.alpha += hopAlpha(t, c, r, parent);
+    path.crossings += t.hostOf[r] != t.hostOf[parent];
+    ++path.hops;
+    r = parent;
+  }
+  return path;
+}
+
+// Recursive doubling's exchanges as rank 0 makes them (every rank's partners sit alike
+// on equal hosts): the fold partner twice (in and out), then each xor partner.
+double rdChainAlpha(const HostTopology& t, const TwoLevelCost& c) {
+  const int n = t.size();
+  const int p = 1 << floorLog2(n);
+  double sum = p < n ? 2 * hopAlpha(t, c, 0, p) : 0;
+  for (int mask = 1; mask < p; mask <<= 1) sum += hopAlpha(t, c, 0, mask);
+  return sum;
+}
 
 }  // namespace
 
@@ -120,32 +179,45 @@ double predictTopologyMicros(AllReduceAlgo algo, size_t bytes, const HostTopolog
   const double tree = cost.intra.treeBytesRatio[std::min(t.size(), 8)];
   switch (algo) {
     case AllReduceAlgo::kRing:
-      return cost.inter.alphaUs * 2 * (n - 1) +
+      return ringHopAlpha(t, cost) * 2 * (n - 1) +
              std::max(link, ringRankBytes / cost.intra.bytesPerUs);
-    case AllReduceAlgo::kTree:
-      return cost.inter.alphaUs * (2 * floorLog2(t.size()) + 2) +
+    case AllReduceAlgo::kTree: {
+      // The pipeline's fill: a slice climbs floor(log2 n) hops and comes down as many
+      // before the first one is done, each hop moving a whole slice (one slot, or the
+      // half-buffer when smaller), reduced by the CPU and, on cross edges, over the
+      // link. Measured in gyre-sim: with one slice per tree the tree takes 2-3x its
+      // bytes term (8 x 8 at 256 KiB: 773-1168 us against the model's 320).
+      const TreePath path = treePath(t, cost);
+      const double slice = std::min(s / 2, kPipelineSlotBytes);
+      const double fillUs = 2 * (path.hops * slice / cost.intra.bytesPerUs +
+                                 path.crossings * slice / cost.inter.bytesPerUs);
+      // 2 floor(log2 n) + 2 steps: up and down the path, and the pipeline's two extra.
+      const double meanAlpha = path.hops > 0 ? path.alpha / path.hops : cost.inter.alphaUs;
+      return 2 * path.alpha + 2 * meanAlpha + fillUs +
              std::max(link, tree * ringRankBytes / cost.intra.bytesPerUs);
+    }
     case AllReduceAlgo::kRecursiveDoubling: {
       const int lg = floorLog2(t.size());
       const double steps = lg + ((1 << lg) != t.size() ? 2 : 0);
-      return cost.inter.alphaUs * steps + std::max(link, steps * s / cost.intra.bytesPerUs);
+      return rdChainAlpha(t, cost) + std::max(link, steps * s / cost.intra.bytesPerUs);
     }
     case AllReduceAlgo::kHierarchical: {
       if (!t.hierarchical()) return predictTopologyMicros(AllReduceAlgo::kRing, bytes, t, cost);
       const double h = t.hostCount();
-      // Every step at the inter-host alpha, as for the flat algorithms: measured on 2 x 4
-      // ranks (2 cores), 8 B took 280-716 us for hier's 8 steps (35-90 us each), the shm
-      // table's 2 us per step (4 ranks on one host) would make it look cheaper than rd.
+      // Host steps at the intra alpha, link steps at the inter one (hopAlpha). On the
+      // loaded 2-core VM a shm step cost as much as a tcp one (2 x 4: 8 B took 280-716 us
+      // for hier's 8 steps); there rd (2 shm exchanges + 1 tcp) stays cheaper at 8 B all
+      // the same.
       if (!t.even()) {
         // Leaders-only: two chains of maxL - 1 hops over shm (each rank moves S per
         // chain), the leaders' ring across hosts on the whole buffer.
         const double l = t.maxRanksPerHost();
-        const double steps = 2 * (l - 1) + 2 * (h - 1);
-        return cost.inter.alphaUs * steps + 2 * s / cost.intra.bytesPerUs +
+        const double latency = 2 * (l - 1) * cost.intra.alphaUs + 2 * (h - 1) * cost.inter.alphaUs;
+        return latency + 2 * s / cost.intra.bytesPerUs +
                std::max(link, 2 * (h - 1) / h * s / cost.intra.bytesPerUs);
       }
       const double l = t.ranksPerHost();
-      const double steps = 2 * (l - 1) + 2 * (h - 1);
+      const double latency = 2 * (l - 1) * cost.intra.alphaUs + 2 * (h - 1) * cost.inter.alphaUs;
       const double intraUs = 2 * (l - 1) / l * s / cost.intra.bytesPerUs;
       const double interUs = std::max(link, 2 * (h - 1) / h * s / l / cost.intra.bytesPerUs);
       // Pipelined over pieces (hierarchical_allreduce.cc) above 2 default slots per
@@ -153,10 +225,18 @@ double predictTopologyMicros(AllReduceAlgo algo, size_t bytes, const HostTopolog
       // so the slower of the two counts, plus the first reduce-scatter and the last
       // all-gather (about 1/8 of the other). Below: one phase after the other.
       if (s > 2 * l * kPipelineSlotBytes) {
-        return cost.inter.alphaUs * steps + std::max(intraUs, interUs) +
-               std::min(intraUs, interUs) / 8;
+        // Each piece's ring across hosts is a chain of 2(H-1) link hops of its own, one
+        // piece after the other (pieceElems in hierarchical_allreduce.cc: at most 8, each
+        // at least 2 slots per local rank), while the host phases of the neighbouring
+        // pieces run between its passes: the chains count with the link's time.
+        // gyre-sim at 128 x 8 on 16 MiB: hier 36 ms against the tree's 17, which the
+        // model without this term ranked the other way round.
+        const double pieces = std::ceil(s / std::max(s / 8, 2 * l * kPipelineSlotBytes));
+        const double chainsUs = (pieces - 1) * 2 * (h - 1) * cost.inter.alphaUs;
+        const double acrossUs = interUs + chainsUs;
+        return latency + std::max(intraUs, acrossUs) + std::min(intraUs, acrossUs) / 8;
       }
-      return cost.inter.alphaUs * steps + intraUs + interUs;
+      return latency + intraUs + interUs;
     }
     case AllReduceAlgo::kAuto: break;  // a setting, never a chosen algorithm
   }
@@ -254,6 +334,18 @@ bool chooseTwoLevel(const Options& options, CollectiveKind kind, size_t bytes, i
   // flat ring, whose schedule is the one every other path has run longest.
   return predictCollectiveMicros(kind, true, bytes, root, t, cost) <
          0.98 * predictCollectiveMicros(kind, false, bytes, root, t, cost);
+}
+
+uint8_t callAlgorithm(const Options& options, const CollectiveCall& call,
+                      const HostTopology& topology, bool allShm, const TwoLevelCost& cost) {
+  const size_t bytes = call.count * dtypeSize(call.dtype);
+  if (call.kind == CollectiveKind::kAllReduce || call.kind == CollectiveKind::kBarrier) {
+    return static_cast<uint8_t>(chooseForTopology(options, bytes, topology, allShm, cost));
+  }
+  if (chooseTwoLevel(options, call.kind, bytes, call.root, topology, cost)) {
+    return static_cast<uint8_t>(AllReduceAlgo::kHierarchical);  // the two-level form
+  }
+  return 0;
 }
 
 }  // namespace gyre

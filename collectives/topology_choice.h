@@ -83,4 +83,11 @@ double predictCollectiveMicros(CollectiveKind kind, bool twoLevel, size_t bytes,
 bool chooseTwoLevel(const Options& options, CollectiveKind kind, size_t bytes, int root,
                     const HostTopology& topology, const TwoLevelCost& cost);
 
+// What CollectiveCall::algo is for `call` on topology.size() >= 2 ranks: all-reduce and
+// barrier chooseForTopology's pick; broadcast, reduce and all-gather kHierarchical when
+// chooseTwoLevel takes the two-level form; else 0. The communicator and the simulator
+// (sim/) both set a call's algo with it.
+uint8_t callAlgorithm(const Options& options, const CollectiveCall& call,
+                      const HostTopology& topology, bool allShm, const TwoLevelCost& cost);
+
 }  // namespace gyre

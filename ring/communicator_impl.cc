@@ -155,15 +155,8 @@ void Communicator::Impl::run(CollectiveCall call, const void* sendbuf, void* rec
     failAborted(call, seq_.load());
   }
   call.seq = seq_.fetch_add(1);
-  if (size_ > 1 && (call.kind == CollectiveKind::kAllReduce ||
-                    call.kind == CollectiveKind::kBarrier)) {
-    // In the tag: ranks that chose differently fail with a mismatch.
-    const size_t bytes = call.count * dtypeSize(call.dtype);
-    call.algo = static_cast<uint8_t>(chooseAlgorithm(bytes));
-  } else if (size_ > 1 && chooseTwoLevel(options_, call.kind, call.count * dtypeSize(call.dtype),
-                                         call.root, topology_, cost_)) {
-    call.algo = static_cast<uint8_t>(AllReduceAlgo::kHierarchical);  // the two-level form
-  }
+  // In the tag: ranks that chose differently fail with a mismatch.
+  if (size_ > 1) call.algo = callAlgorithm(options_, call, topology_, pipes_.allShm, cost_);
   execute(call, record, [&] {
     if (size_ == 1) return runSingle(call, sendbuf, recvbuf);
     runSchedule(

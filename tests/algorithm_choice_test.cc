@@ -111,7 +111,8 @@ TEST(AlgorithmChoice, TheAlgorithmIsPartOfTheTag) {
 // bytes/us, alpha 10 us per hop), inside a host this machine's shm constants (2 us,
 // 3.5 GB/s) and a server's (20 GB/s); printed as the markdown tables the notes carry.
 // Checks the shape the notes claim.
-void projection(const TwoLevelCost& cost) {
+// hierUpTo: the most hosts at which hier is claimed to win at 256 MiB.
+void projection(const TwoLevelCost& cost, int hierUpTo) {
   const size_t sizes[] = {8, size_t{1} << 20, size_t{256} << 20};
   std::printf("| ranks (hosts) | 8 B ring | tree | hier | 1 MiB ring | tree | hier | 256 MiB ring "
               "| tree | hier |\n|---|---|---|---|---|---|---|---|---|---|\n");
@@ -133,7 +134,7 @@ void projection(const TwoLevelCost& cost) {
       }
     }
     std::printf("\n");
-    if (n >= 16) {
+    if (n >= 16 && n / 8 <= hierUpTo) {
       EXPECT_LT(big[2], big[0]) << n << " ranks: hier beats the ring at 256 MiB";
       EXPECT_LT(big[2], big[1]) << n << " ranks: hier beats the tree at 256 MiB";
     }
@@ -144,10 +145,13 @@ TEST(TopologyChoice, ProjectionTable) {
   TwoLevelCost cost = twoLevelCost(true, 10.0, 12500.0);
   std::printf("intra-host: shm as measured here (%.0f us, %.0f bytes/us)\n", cost.intra.alphaUs,
               cost.intra.bytesPerUs);
-  projection(cost);
+  projection(cost, 1 << 30);
   cost.intra.bytesPerUs = 20000;
   std::printf("intra-host: 20 GB/s\n");
-  projection(cost);
+  // With fast hosts the link decides, and from 16 hosts on the 8 pieces' chains of
+  // 2(H-1) link hops put hier behind the ring (gyre-sim at 16 x 8, 256 MiB: ring 57 ms,
+  // tree 68, hier 82).
+  projection(cost, 8);
 }
 
 }  // namespace

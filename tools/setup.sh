@@ -8,6 +8,7 @@ packages=(
   ccache                                          # tools/build.sh and gyre_torch's builds compile through it
   libfmt-dev                                      # logging
   libssl-dev                                      # libcrypto: HMAC, HKDF, AES-GCM (authentication, docs/security.md)
+  libboost-context-dev                            # the simulator's fibers (sim/, gyre-sim): 4,096 ranks in one process
   googletest libgtest-dev libgmock-dev            # tests
   libbenchmark-dev                                # reduce_bench
   libibverbs-dev                                  # RDMA transport (optional at run time)

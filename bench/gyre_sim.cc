@@ -1,0 +1,238 @@
+// gyre-sim: gyre-bench's table, predicted for a cluster that is not there.
+//
+//   gyre-sim --hosts 128 --ranks-per-host 8 --link 100gbit [--oversub 2] allreduce -b 8 -e 1G -f 2
+//   GYRE_ALGO=tree gyre-sim --hosts 4 --ranks-per-host 8 --link 25gbit -b 1M -e 64M
+//   gyre-sim --hosts 32 --ranks-per-host 8 --compare-algos -b 8 -e 256M -f 4
+//
+// Every rank of the cluster runs gyre's own schedules (collectives/, unchanged) over
+// simulated pipes on a virtual clock (sim/sim_world.h), without payload; the time of a
+// row is when the last rank finished. The cluster flags: bench/sim_options.h; what runs:
+// gyre-bench's flags. Output: gyre-bench's header comments and table (bench/results_table.h),
+// in place = out of place (the model charges nothing for the local copy an out-of-place
+// call makes), #wrong N/A; all-reduce adds `# auto: ...` with auto's pick per size.
+// --compare-algos prints `compare:` lines instead. Exit 0; 2 for a wrong command line,
+// 1 for an error (a deadlock names the waiting ranks).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "base/error.h"
+#include "base/options.h"
+#include "bench/bench_collectives.h"
+#include "bench/bench_options.h"
+#include "bench/results_table.h"
+#include "bench/sim_options.h"
+#include "sim/sim_world.h"
+
+namespace gyre::bench {
+namespace {
+
+std::optional<CollectiveKind> kindOf(CollectiveId id) {
+  switch (id) {
+    case CollectiveId::kAllReduce:
+      return CollectiveKind::kAllReduce;
+    case CollectiveId::kAllGather:
+      return CollectiveKind::kAllGather;
+    case CollectiveId::kBroadcast:
+      return CollectiveKind::kBroadcast;
+    case CollectiveId::kReduce:
+      return CollectiveKind::kReduce;
+    case CollectiveId::kReduceScatter:
+      return CollectiveKind::kReduceScatter;
+    case CollectiveId::kAllToAll:
+      return CollectiveKind::kAllToAll;
+    case CollectiveId::kSendRecv:
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+// Runs one sweep point without payload; seconds per op as predicted.
+struct Point {
+  double seconds;
+  uint8_t algo;
+};
+
+Point simulate(sim::SimWorld& world, const CollectiveInfo& c, const Layout& l, DataType t,
+               ReduceOp op, int root, bool timing) {
+  CollectiveCall call;
+  call.kind = *kindOf(c.id);
+  call.dtype = t;
+  call.op = op;
+  call.count = l.count;
+  call.root = c.rooted ? root : -1;
+  sim::NoPayloadBuffers none(std::max(l.sendElems, l.recvElems) * dtypeSize(t));
+  const auto start = std::chrono::steady_clock::now();
+  sim::SimResult r = world.run(call, [&](int) -> std::pair<const void*, void*> {
+    return {none.send(), none.recv()};
+  });
+  if (timing) {
+    const std::chrono::duration<double> wall = std::chrono::steady_clock::now() - start;
+    std::fprintf(stderr, "gyre-sim: %s %zu B on %d ranks (algo %d): simulated in %.2f s\n", c.name,
+                 l.bytes, world.size(), r.algo, wall.count());
+  }
+  return {r.micros / 1e6, r.algo};
+}
+
+const char* algoLabel(uint8_t algo) {
+  return algo ? algoName(static_cast<AllReduceAlgo>(algo)) : "flat";
+}
+
+void printHeader(const sim::SimWorld& w, const BenchOptions& o, const CollectiveInfo& c) {
+  std::printf("# Collective test starting: gyre-sim %s\n", c.name);
+  std::printf(
+      "# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: 0 iters: 1 "
+      "agg iters: 1 validation: 0 graph: 0\n",
+      o.minBytes, o.maxBytes, o.stepFactor > 1 ? o.stepFactor : o.stepBytes,
+      o.stepFactor > 1 ? "factor" : "bytes");
+  const Options& g = w.options().gyre;
+  std::printf("# gyre-sim: predicted, not measured: %d ranks, algo %s, slots %zu x %zu B\n",
+              w.size(), algoName(g.algo), g.slots, g.slotBytes);
+  std::printf("# gyre-sim: %s\n", w.options().network.describe().c_str());
+  std::printf(
+      "# gyre-sim: the model's inter-host cost as the link probe would measure it: "
+      "alpha %.1f us, %.0f MB/s\n",
+      w.cost().inter.alphaUs, w.cost().inter.bytesPerUs);
+  std::printf("#\n");
+  printColumnHeads();
+}
+
+void runTable(sim::SimWorld& w, const BenchOptions& o, const CollectiveInfo& c, bool timing) {
+  printHeader(w, o, c);
+  const int n = w.size();
+  const std::vector<ReduceOp> ops = c.reduces ? o.ops : std::vector<ReduceOp>{ReduceOp::kSum};
+  BusBwSum busBw;
+  std::string picks;
+  for (DataType t : o.dtypes) {
+    for (ReduceOp op : ops) {
+      for (size_t size : sweepSizes(o)) {
+        const Layout l = layoutFor(c, size, dtypeSize(t), n);
+        const Point p = simulate(w, c, l, t, op, o.root, timing);
+        RowGroup groups[2];
+        groups[0] = {c.outOfPlace, p.seconds, std::nullopt};
+        groups[1] = {c.inPlace, p.seconds, std::nullopt};
+        printRow(tableRow(c, l, t, op, o.root, n, groups, busBw));
+        picks += std::string(picks.empty() ? "" : ", ") + std::to_string(l.bytes) + " " +
+                 algoLabel(p.algo);
+      }
+    }
+  }
+  printTrailer(std::nullopt, busBw);
+  std::printf("# %s ran (by size in bytes): %s\n#\n", c.name, picks.c_str());
+}
+
+// --picks: what auto chooses per size on this cluster (the cost model only).
+int runPicks(sim::SimWorld& w, const BenchOptions& o) {
+  const DataType t = o.dtypes.front();
+  w.setAlgo(AllReduceAlgo::kAuto);
+  for (size_t size : sweepSizes(o)) {
+    const Layout l = layoutFor(allCollectives()[0], size, dtypeSize(t), w.size());
+    CollectiveCall call;
+    call.count = l.count;
+    call.dtype = t;
+    std::printf("pick: bytes=%zu ranks=%d algo=%s\n", l.bytes, w.size(),
+                algoLabel(w.algorithmFor(call)));
+  }
+  return 0;
+}
+
+int runCompare(sim::SimWorld& w, const BenchOptions& o, bool timing) {
+  const CollectiveInfo& c = allCollectives()[0];  // all_reduce
+  const DataType t = o.dtypes.front();
+  const ReduceOp op = o.ops.front();
+  const int n = w.size();
+  std::printf("# gyre-sim --compare-algos: %d ranks, %s\n", n,
+              w.options().network.describe().c_str());
+  double worst = 0;
+  size_t worstBytes = 0;
+  for (size_t size : sweepSizes(o)) {
+    const Layout l = layoutFor(c, size, dtypeSize(t), n);
+    std::string line = "compare: bytes=" + std::to_string(l.bytes) + " ranks=" + std::to_string(n);
+    double best = 0;
+    std::vector<std::pair<uint8_t, double>> times;
+    for (AllReduceAlgo a : {AllReduceAlgo::kRing, AllReduceAlgo::kTree,
+                            AllReduceAlgo::kRecursiveDoubling, AllReduceAlgo::kHierarchical}) {
+      w.setAlgo(a);
+      CollectiveCall call;
+      call.count = l.count;
+      call.dtype = t;
+      if (w.algorithmFor(call) != static_cast<uint8_t>(a)) continue;  // rd too large, one host
+      const Point p = simulate(w, c, l, t, op, o.root, timing);
+      times.emplace_back(static_cast<uint8_t>(a), p.seconds * 1e6);
+      line += std::string(" ") + algoName(a) + "_us=" + fmt::format("{:.2f}", p.seconds * 1e6);
+      best = best == 0 ? p.seconds * 1e6 : std::min(best, p.seconds * 1e6);
+    }
+    w.setAlgo(AllReduceAlgo::kAuto);
+    CollectiveCall call;
+    call.count = l.count;
+    call.dtype = t;
+    const uint8_t pick = w.algorithmFor(call);
+    double autoUs = 0;
+    for (auto& [a, us] : times) {
+      if (a == pick) autoUs = us;
+    }
+    const double ratio = best > 0 ? autoUs / best : 1;
+    if (ratio > worst) {
+      worst = ratio;
+      worstBytes = l.bytes;
+    }
+    line += fmt::format(" auto_us={:.2f} auto_algo={} auto/best={:.3f}", autoUs, algoLabel(pick),
+                        ratio);
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  }
+  std::printf("compare: worst auto/best=%.3f at bytes=%zu\n", worst, worstBytes);
+  return 0;
+}
+
+}  // namespace
+}  // namespace gyre::bench
+
+int main(int argc, char** argv) {
+  using namespace gyre;
+  bench::SimCommandLine cl;
+  bench::BenchOptions options;
+  try {
+    cl = bench::parseSimCommandLine(argc, argv);
+    std::vector<char*> rest;
+    for (std::string& a : cl.benchArgs) rest.push_back(a.data());
+    if (cl.help || !bench::parseOptions(static_cast<int>(rest.size()), rest.data(), options)) {
+      std::fputs(bench::kSimUsage, stdout);
+      return 0;
+    }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "gyre-sim: %s\n\n%s", e.what(), bench::kSimUsage);
+    return 2;
+  }
+  try {
+    sim::SimOptions so;
+    so.network = cl.network;
+    so.gyre = Options::fromEnvironment();
+    if (options.algo) so.gyre.algo = *options.algo;
+    so.payload = false;
+    sim::SimWorld world(so);
+    if (cl.picksOnly) return bench::runPicks(world, options);
+    if (cl.compareAlgos) return bench::runCompare(world, options, cl.timing);
+    for (const bench::CollectiveInfo* c : options.collectives) {
+      if (!bench::kindOf(c->id)) {
+        std::printf("# %s: not simulated (point to point)\n#\n", c->name);
+        continue;
+      }
+      if (c->id == bench::CollectiveId::kAllToAll && world.size() > so.allPairsMaxRanks) {
+        std::printf("# %s: not simulated above %d ranks (every pair needs a pipe)\n#\n", c->name,
+                    so.allPairsMaxRanks);
+        continue;
+      }
+      bench::runTable(world, options, *c, cl.timing);
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gyre-sim: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,138 @@
+#include "sim/sim_world.h"
+
+#include <sys/mman.h>
+
+#include <string>
+
+#include "base/error.h"
+#include "collectives/collective_table.h"
+#include "sim/peer_set.h"
+
+namespace gyre::sim {
+
+namespace {
+
+HostTopology topologyOf(const NetworkModel& model) {
+  std::vector<std::string> ids;
+  for (int h = 0; h < model.hosts(); ++h) {
+    ids.insert(ids.end(), static_cast<size_t>(model.hostSizes[static_cast<size_t>(h)]),
+               "host" + std::to_string(h));
+  }
+  return HostTopology::fromHostIds(ids);
+}
+
+}  // namespace
+
+SimWorld::SimWorld(const SimOptions& options)
+    : options_(options),
+      size_(options.network.ranks()),
+      topology_(topologyOf(options.network)),
+      scheduler_(size_),
+      links_(options.network) {
+  if (size_ < 2) fail(ErrorCode::kInvalidArgument, "sim: {} ranks; at least 2", size_);
+  if (options.gyre.slots < 2 || options.gyre.slotBytes < 64) {
+    fail(ErrorCode::kInvalidArgument, "sim: pipes need at least 2 slots of 64 bytes");
+  }
+  // As a communicator: the shm table inside hosts; across hosts what the probe measures.
+  cost_ = topology_.hostCount() >= 2 ? twoLevelCost(true, options.network.probeAlphaUs(),
+                                                    options.network.probeBytesPerUs())
+                                     : twoLevelCost(true);
+  pipes_.resize(static_cast<size_t>(size_));
+  if (size_ <= options.allPairsMaxRanks) {
+    for (int a = 0; a < size_; ++a) {
+      for (int b = 0; b < size_; ++b) {
+        if (a != b) connect(a, b);
+      }
+    }
+  } else {
+    for (int r = 0; r < size_; ++r) {
+      for (int p : schedulePeers(r, topology_)) connect(r, p);
+    }
+  }
+  ring_.resize(static_cast<size_t>(size_));
+  for (int r = 0; r < size_; ++r) {
+    PrimitiveContext& c = ring_[static_cast<size_t>(r)];
+    c.left = pipes_[static_cast<size_t>(r)].recv.at((r + size_ - 1) % size_);
+    c.right = pipes_[static_cast<size_t>(r)].send.at((r + 1) % size_);
+    c.timeout = std::chrono::hours(1);  // virtual waits never time out; a deadlock is found
+    c.spin = std::chrono::microseconds(0);
+    c.aborted = &aborted_;
+    c.rank = r;
+    c.moveBytes = options.payload;
+  }
+}
+
+SimWorld::~SimWorld() = default;
+
+void SimWorld::connect(int from, int to) {
+  auto key = std::make_pair(from, to);
+  if (channels_.count(key)) return;
+  auto channel = std::make_unique<SimChannel>(scheduler_, links_, from, to, options_.gyre.slots,
+                                              options_.gyre.slotBytes, options_.payload, counters_);
+  pipes_[static_cast<size_t>(from)].send[to] = &channel->sendEnd();
+  pipes_[static_cast<size_t>(to)].recv[from] = &channel->recvEnd();
+  channels_.emplace(key, std::move(channel));
+}
+
+void SimWorld::connectRing(const std::vector<int>& order) {
+  const size_t g = order.size();
+  for (size_t i = 0; i < g && g >= 2; ++i) {
+    connect(order[i], order[(i + 1) % g]);
+    connect(order[(i + 1) % g], order[i]);
+  }
+}
+
+uint8_t SimWorld::algorithmFor(const CollectiveCall& call) const {
+  return callAlgorithm(options_.gyre, call, topology_, topology_.hostCount() == 1, cost_);
+}
+
+SimResult SimWorld::run(CollectiveCall call, const BufferFn& buffers, bool keepAlgo) {
+  call.seq = seq_++;
+  if (!keepAlgo) call.algo = algorithmFor(call);
+  const bool rootedCall =
+      call.kind == CollectiveKind::kBroadcast || call.kind == CollectiveKind::kReduce;
+  if (rootedCall && call.root >= 0 && call.root < size_) {
+    connectRing(topology_.hostOrderFrom(call.root));  // the two-level chain (peer_set.h)
+  }
+  auto body = [&](int r, const PrimitiveContext& ring, const PeerPipes& pipes) {
+    auto [send, recv] = buffers(r);
+    runSchedule(ScheduleArgs{ring, pipes, topology_, r, size_, call, send, recv});
+  };
+  SimResult result = runBodies(body);
+  if (options_.network.linkBurstBytes > 0) {
+    // Shaped links: time the call that follows an identical one, as gyre-bench times
+    // back-to-back ops, so the token buckets hold what is left after a call, not full.
+    call.seq = seq_++;
+    result = runBodies(body, /*after=*/true);
+  }
+  result.algo = call.algo;
+  return result;
+}
+
+SimResult SimWorld::runBodies(const RankBody& body, bool after) {
+  const double start = after ? scheduler_.latest() : 0.0;
+  scheduler_.resetClocks(start);
+  if (!after) links_.reset();
+  for (auto& [key, channel] : channels_) channel->reset(start);
+  counters_ = SimCounters{};
+  scheduler_.run(
+      [&](int r) { body(r, ring_[static_cast<size_t>(r)], pipes_[static_cast<size_t>(r)]); });
+  return SimResult{scheduler_.latest() - start, 0, counters_};
+}
+
+NoPayloadBuffers::NoPayloadBuffers(size_t bytes) {
+  constexpr size_t kPage = 4096;
+  half_ = (bytes + 64 * 8 + kPage - 1) / kPage * kPage;
+  mapped_ = 2 * half_;
+  base_ = ::mmap(nullptr, mapped_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base_ == MAP_FAILED) {
+    base_ = nullptr;
+    fail(ErrorCode::kSystemError, "sim: cannot reserve {} bytes of address space", mapped_);
+  }
+}
+
+NoPayloadBuffers::~NoPayloadBuffers() {
+  if (base_) ::munmap(base_, mapped_);
+}
+
+}  // namespace gyre::sim

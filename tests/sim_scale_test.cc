@@ -1,0 +1,208 @@
+// The simulator's clock and its failure reports (sim/): the network model's time for one
+// slice in closed form, the same prediction with and without payload, determinism,
+// payload-free runs at 1,024 ranks with the bytes counted exactly, and a deliberately
+// wrong phase order caught as a deadlock that names the waiting ranks.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "collectives/primitives.h"
+#include "sim/sim_world.h"
+
+namespace gyre::sim {
+namespace {
+
+SimOptions optionsFor(std::vector<int> hostSizes, bool payload) {
+  SimOptions o;
+  o.network.hostSizes = std::move(hostSizes);
+  o.payload = payload;
+  return o;
+}
+
+CollectiveCall allReduceCall(size_t count) {
+  CollectiveCall call;
+  call.kind = CollectiveKind::kAllReduce;
+  call.count = count;
+  return call;
+}
+
+SimResult payloadFree(SimWorld& w, const CollectiveCall& call, size_t bytes) {
+  NoPayloadBuffers none(bytes);
+  return w.run(call, [&](int) -> std::pair<const void*, void*> {
+    return {none.send(), none.recv()};
+  });
+}
+
+// One slice across hosts: sender overhead, the wire time of the payload and its frame at
+// the link rate (with a full token bucket: at the peak rate), alpha, then the receiver's
+// cost (overhead + bytes at the cpu rate).
+void checkOneSlice(double burstBytes) {
+  SimOptions o = optionsFor({1, 1}, true);
+  o.network.linkBurstBytes = burstBytes;
+  SimWorld w(o);
+  const size_t bytes = 1000;
+  std::vector<std::byte> buf(bytes, std::byte{7});
+  CollectiveCall call;
+  call.kind = CollectiveKind::kSendRecv;
+  call.dtype = DataType::kUint8;
+  call.count = bytes;
+  SimResult res = w.runBodies([&](int rank, const PrimitiveContext& ring, const PeerPipes& pipes) {
+    if (rank == 0) {
+      Primitives p(linked(ring, pipes, -1, 1), call, 1);
+      p.send(buf.data(), bytes);
+    } else {
+      std::vector<std::byte> got(bytes);
+      Primitives p(linked(ring, pipes, 0, -1), call, 1);
+      p.recv(got.data(), bytes);
+      EXPECT_EQ(std::memcmp(got.data(), buf.data(), bytes), 0);
+    }
+  });
+  const NetworkModel& m = o.network;
+  const double wire = (bytes + NetworkModel::kFrameOverhead) / m.tcpPayloadShare;
+  const double rate = burstBytes > 0 ? m.linkPeakBytesPerUs : m.linkBytesPerUs;
+  const double want =
+      m.sliceOverheadUs + wire / rate + m.linkAlphaUs + m.sliceOverheadUs + bytes / m.cpuBytesPerUs;
+  EXPECT_NEAR(res.micros, want, 1e-9) << "burst " << burstBytes;
+  EXPECT_EQ(res.counters.slices, 1u);
+  EXPECT_EQ(res.counters.bytes, bytes);
+}
+
+TEST(SimClock, OneSliceInClosedForm) {
+  checkOneSlice(0);
+  checkOneSlice(1e6);  // a tbf bucket that holds the slice: it passes at the peak rate
+}
+
+TEST(SimClock, SamePredictionWithAndWithoutPayloadAndDeterministic) {
+  const size_t count = 300000;  // 1.2 MB: several slices of 128 KiB per chunk
+  for (AllReduceAlgo a :
+       {AllReduceAlgo::kRing, AllReduceAlgo::kTree, AllReduceAlgo::kHierarchical}) {
+    SimWorld data(optionsFor({4, 4}, true));
+    SimWorld none(optionsFor({4, 4}, false));
+    data.setAlgo(a);
+    none.setAlgo(a);
+    std::vector<std::vector<float>> in(8, std::vector<float>(count, 1.0f));
+    std::vector<std::vector<float>> out(8, std::vector<float>(count, 0.0f));
+    SimResult d = data.run(allReduceCall(count), [&](int r) -> std::pair<const void*, void*> {
+      return {in[static_cast<size_t>(r)].data(), out[static_cast<size_t>(r)].data()};
+    });
+    for (const auto& o : out) EXPECT_EQ(o[count - 1], 8.0f);
+    SimResult p = payloadFree(none, allReduceCall(count), count * 4);
+    SimResult again = payloadFree(none, allReduceCall(count), count * 4);
+    EXPECT_EQ(d.micros, p.micros) << algoName(a);
+    EXPECT_EQ(p.micros, again.micros) << algoName(a);
+    EXPECT_EQ(d.counters.bytes, p.counters.bytes) << algoName(a);
+    EXPECT_EQ(d.counters.slices, p.counters.slices) << algoName(a);
+  }
+}
+
+// 128 hosts x 8 ranks without payload: every algorithm finishes, the ring moves exactly
+// 2(n-1) chunks per rank, and nothing beats the link-bound time of the ring's bytes.
+TEST(SimScale, PayloadFreeAt1024Ranks) {
+  SimWorld w(optionsFor(std::vector<int>(128, 8), false));
+  const int n = w.size();
+  const size_t count = size_t{1} << 20;  // 4 MiB of floats; chunk = 1024 floats = 4 KiB
+  w.setAlgo(AllReduceAlgo::kRing);
+  SimResult ring = payloadFree(w, allReduceCall(count), count * 4);
+  const size_t chunk = count * 4 / static_cast<size_t>(n);
+  EXPECT_EQ(ring.counters.bytes, static_cast<size_t>(n) * 2 * static_cast<size_t>(n - 1) * chunk);
+  EXPECT_EQ(ring.counters.slices, static_cast<size_t>(n) * 2 * static_cast<size_t>(n - 1));
+  const NetworkModel& m = w.options().network;
+  const double linkBound = 2.0 * (n - 1) / n * static_cast<double>(count * 4) / m.linkBytesPerUs;
+  EXPECT_GT(ring.micros, linkBound);
+  for (AllReduceAlgo a :
+       {AllReduceAlgo::kTree, AllReduceAlgo::kHierarchical, AllReduceAlgo::kAuto}) {
+    w.setAlgo(a);
+    SimResult r = payloadFree(w, allReduceCall(count), count * 4);
+    EXPECT_GT(r.micros, 0.0) << algoName(a);
+    EXPECT_GT(r.counters.bytes, 0u) << algoName(a);
+  }
+}
+
+// Every rank receives from its left before it sends right: nobody ever sends.
+TEST(SimDeadlock, ReceiveBeforeSendIsNamed) {
+  SimWorld w(optionsFor({2, 2}, true));
+  CollectiveCall call = allReduceCall(4);
+  try {
+    w.runBodies([&](int, const PrimitiveContext& ring, const PeerPipes&) {
+      float buf[4] = {1, 2, 3, 4};
+      Primitives p(ring, call, 4);
+      p.recv(buf, 4);
+      p.send(buf, 4);
+    });
+    FAIL() << "no deadlock reported";
+  } catch (const SimDeadlock& e) {
+    EXPECT_EQ(e.waiting(), (std::vector<int>{0, 1, 2, 3}));
+    EXPECT_NE(std::string(e.what()).find("rank 0 waits for a slice from rank 3"), std::string::npos)
+        << e.what();
+  }
+}
+
+// A ring whose ranks each send three slices before receiving any, on pipes of 2 slots:
+// the third send waits for a credit that only the (also sending) neighbour could return.
+TEST(SimDeadlock, SendAheadOfCreditsIsNamed) {
+  SimOptions o = optionsFor({3}, true);
+  o.gyre.slots = 2;
+  o.gyre.slotBytes = 64;
+  SimWorld w(o);
+  CollectiveCall call = allReduceCall(16);
+  try {
+    w.runBodies([&](int, const PrimitiveContext& ring, const PeerPipes&) {
+      float buf[16] = {};
+      Primitives p(ring, call, 3);
+      for (int i = 0; i < 3; ++i) p.send(buf, 16);
+      for (int i = 0; i < 3; ++i) p.recv(buf, 16);
+    });
+    FAIL() << "no deadlock reported";
+  } catch (const SimDeadlock& e) {
+    EXPECT_EQ(e.waiting(), (std::vector<int>{0, 1, 2}));
+    EXPECT_NE(std::string(e.what()).find("rank 1 waits for a free slot (credit) from rank 2"),
+              std::string::npos)
+        << e.what();
+  }
+  // The world stays usable after a deadlock: the next call runs on fresh fibers.
+  o.payload = false;
+  SimWorld fresh(o);
+  EXPECT_GT(payloadFree(fresh, allReduceCall(16), 64).micros, 0.0);
+}
+
+// A failure inside a schedule (here a peer that runs another call) is the error run()
+// throws, not the deadlock that follows it.
+TEST(SimDeadlock, MismatchIsReportedAsMismatch) {
+  SimWorld w(optionsFor({3}, true));
+  try {
+    w.runBodies([&](int rank, const PrimitiveContext& ring, const PeerPipes&) {
+      float buf[8] = {};
+      CollectiveCall call = allReduceCall(rank == 1 ? 4 : 8);
+      Primitives p(ring, call, 3);
+      p.send(buf, call.count);
+      p.recv(buf, call.count);
+    });
+    FAIL() << "no error";
+  } catch (const SimDeadlock& e) {
+    FAIL() << "reported a deadlock: " << e.what();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kMismatch) << e.what();
+  }
+}
+
+// An oversubscribed switch tier slows the ring across leaves; a full-bisection one does not.
+TEST(SimNetwork, OversubscribedUplinksCost) {
+  const size_t count = size_t{1} << 22;  // 16 MiB
+  double times[2];
+  for (int i = 0; i < 2; ++i) {
+    SimOptions o = optionsFor({1, 1, 1, 1, 1, 1, 1, 1}, false);
+    o.network.linkBytesPerUs = 1250;  // 10 Gbit/s and a fast CPU: the link bounds the ring
+    o.network.cpuBytesPerUs = 20000;
+    o.network.hostsPerLeaf = 2;
+    o.network.oversub = i == 0 ? 1 : 4;
+    SimWorld w(o);
+    w.setAlgo(AllReduceAlgo::kRing);
+    times[i] = payloadFree(w, allReduceCall(count), count * 4).micros;
+  }
+  EXPECT_GT(times[1], times[0] * 1.5) << times[0] << " " << times[1];
+}
+
+}  // namespace
+}  // namespace gyre::sim
