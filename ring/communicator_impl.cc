@@ -11,9 +11,9 @@
 #include "collectives/algorithm_choice.h"
 #include "collectives/point_to_point.h"
 #include "collectives/topology_choice.h"
-#include "host_kernels/reduce.h"
 #include "ring/host_link_calibration.h"
 #include "ring/trace_signal.h"
+#include "host_kernels/reduce.h"
 
 // Communicator::Impl's bodies: connecting, running operations (each through its row of
 // collectives/collective_table.h), naming failures, aborting and splitting.
@@ -39,10 +39,8 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store, int rank, int size,
     std::error_code ec;
     std::filesystem::create_directories(options_.traceDir, ec);
     if (!std::filesystem::is_directory(options_.traceDir)) {
-      fail(ErrorCode::kInvalidArgument,
-           "rank {}: GYRE_TRACE_DIR={} is not a directory and "
-           "cannot be made one{}",
-           rank_, options_.traceDir, ec ? ": " + ec.message() : "");
+      fail(ErrorCode::kInvalidArgument, "rank {}: GYRE_TRACE_DIR={} is not a directory and "
+           "cannot be made one{}", rank_, options_.traceDir, ec ? ": " + ec.message() : "");
     }
   }
   Join join(*store_, rank_, size_, options_);
@@ -163,7 +161,8 @@ void Communicator::Impl::run(CollectiveCall call, const void* sendbuf, void* rec
   });
 }
 
-void Communicator::Impl::runSend(CollectiveCall call, int peer, const void* buf, uint64_t record) {
+void Communicator::Impl::runSend(CollectiveCall call, int peer, const void* buf,
+                                 uint64_t record) {
   if (aborted_.load()) {
     recorder_->refused(record, sendSeq_[peer]);
     failAborted(call, sendSeq_[peer]);
@@ -226,10 +225,8 @@ void Communicator::Impl::execute(const CollectiveCall& call, uint64_t record, Bo
 
 std::string Communicator::Impl::dumpTrace(const std::string& dir) {
   if (!recorder_->enabled()) {
-    fail(ErrorCode::kInvalidArgument,
-         "rank {}: dumpTrace: the flight recorder is off "
-         "(GYRE_TRACE_BUFFER=0)",
-         rank_);
+    fail(ErrorCode::kInvalidArgument, "rank {}: dumpTrace: the flight recorder is off "
+         "(GYRE_TRACE_BUFFER=0)", rank_);
   }
   const std::string where = dir.empty() ? options_.traceDir : dir;
   if (where.empty()) {

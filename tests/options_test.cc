@@ -48,10 +48,10 @@ class ScopedEnv {
 };
 
 constexpr const char* kAllVariables[] = {
-    "GYRE_DEBUG",         "GYRE_TIMEOUT",      "GYRE_STALL_WARN", "GYRE_SLOT_BYTES",
-    "GYRE_SLOTS",         "GYRE_TRANSPORT",    "GYRE_ALGO",       "GYRE_SYNC_PRIORITY",
-    "GYRE_SOCKET_IFNAME", "GYRE_TOKEN",        "GYRE_HOST_ID",    "GYRE_REDUCE_ISA",
-    "GYRE_SPIN_US",       "GYRE_TRACE_BUFFER", "GYRE_TRACE_DIR",  "GYRE_TIMELINE"};
+    "GYRE_DEBUG",     "GYRE_TIMEOUT",    "GYRE_STALL_WARN",    "GYRE_SLOT_BYTES",    "GYRE_SLOTS",
+    "GYRE_TRANSPORT", "GYRE_ALGO",       "GYRE_SYNC_PRIORITY", "GYRE_SOCKET_IFNAME", "GYRE_TOKEN",
+    "GYRE_HOST_ID",   "GYRE_REDUCE_ISA", "GYRE_SPIN_US",       "GYRE_TRACE_BUFFER",  "GYRE_TRACE_DIR",
+    "GYRE_TIMELINE"};
 
 // Options parsed with only `name=value` set (the other variables unset, whatever the
 // environment the suite runs in holds).
@@ -220,10 +220,10 @@ TEST(Options, FlightRecorderBufferAndDirectory) {
   EXPECT_EQ(parsedWith("GYRE_TRACE_DIR", "/tmp/t").traceDir, "/tmp/t");
   EXPECT_EQ(parsedWith("GYRE_TIMELINE", "/tmp/t-{rank}.json").timeline, "/tmp/t-{rank}.json");
   for (const char* bad : {"-1", "1048577", "64K", "lots"}) {
-    expectRejected(
-        "GYRE_TRACE_BUFFER", bad,
-        {(std::string("GYRE_TRACE_BUFFER='") + bad + "' is not an integer in [0, 1048576]")
-             .c_str()});
+    expectRejected("GYRE_TRACE_BUFFER", bad,
+                   {(std::string("GYRE_TRACE_BUFFER='") + bad +
+                     "' is not an integer in [0, 1048576]")
+                        .c_str()});
   }
 }
 
