@@ -28,9 +28,9 @@
 namespace gyre {
 
 struct TimelineArgs {
-  int64_t bytes = -1;              // -1: not shown
+  int64_t bytes = -1;  // -1: not shown
   int64_t seq = -1;
-  int64_t index = -1;              // a bucket's or a step's number
+  int64_t index = -1;  // a bucket's or a step's number
   const char* algorithm = nullptr;
 };
 

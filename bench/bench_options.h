@@ -1,7 +1,7 @@
 // gyre-bench's command line: nccl-tests' flags (-b -e -f -i -n -w -c -d -o -r) plus
-// gyre's (-A, --calibrate, --compare-algos, --rounds, --csv, --json), parsed into BenchOptions, and the
-// sweep of sizes they describe. The usage text (kUsage in bench_options.cc) is the
-// reference for every flag. Pure functions; no communicator needed.
+// gyre's (-A, --calibrate, --compare-algos, --rounds, --csv, --json), parsed into BenchOptions, and
+// the sweep of sizes they describe. The usage text (kUsage in bench_options.cc) is the reference
+// for every flag. Pure functions; no communicator needed.
 #pragma once
 
 #include <cstddef>

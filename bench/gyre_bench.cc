@@ -6,13 +6,13 @@
 //   gyrerun -n 4 gyre-bench --compare-algos -b 8 -e 32M -f 4   (ring, tree, auto interleaved)
 //
 // The command line: bench/bench_options.h. Per collective (bench/bench_collectives.h:
-// names, sizes, bus factors, in-place forms, checks), per size b, b*f, b*f^2, ... <= e (K/M/G = 2^10/2^20/2^30, rounded down to
-// whole elements), out-of-place then in-place: -w untimed warm-up ops, a barrier, -n
-// timed back-to-back ops. time = the largest over ranks of the mean per-op time (the
-// peers' rule); algbw = size/time; busbw = algbw * the collective's bus factor, which
-// makes busbw comparable with a link's speed whatever n is. With -c 1 a separate,
-// untimed op per group runs on inputs whose result is exact in any reduction order, and
-// #wrong counts the elements that differ, summed over ranks.
+// names, sizes, bus factors, in-place forms, checks), per size b, b*f, b*f^2, ... <= e (K/M/G =
+// 2^10/2^20/2^30, rounded down to whole elements), out-of-place then in-place: -w untimed warm-up
+// ops, a barrier, -n timed back-to-back ops. time = the largest over ranks of the mean per-op time
+// (the peers' rule); algbw = size/time; busbw = algbw * the collective's bus factor, which makes
+// busbw comparable with a link's speed whatever n is. With -c 1 a separate, untimed op per group
+// runs on inputs whose result is exact in any reduction order, and #wrong counts the elements that
+// differ, summed over ranks.
 //
 // Output contract (scripts that parse nccl-tests' output parse it, and tests/gyre_bench_test
 // checks it): rank 0

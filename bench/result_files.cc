@@ -16,10 +16,18 @@ std::string jsonString(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
@@ -94,10 +102,10 @@ ResultFiles::~ResultFiles() = default;
 void ResultFiles::add(const ResultRow& row) {
   if (json_) rows_.push_back(row);
   if (!csv_) return;
-  std::string line = fmt::format(
-      "{},{},{},{},{},{},{},{},{}", csvField(row.collective), header_.ranks,
-      csvField(header_.transport), csvField(row.algorithm), row.bytes, row.elements,
-      csvField(row.type), csvField(row.redop), row.root);
+  std::string line =
+      fmt::format("{},{},{},{},{},{},{},{},{}", csvField(row.collective), header_.ranks,
+                  csvField(header_.transport), csvField(row.algorithm), row.bytes, row.elements,
+                  csvField(row.type), csvField(row.redop), row.root);
   for (const GroupText& g : row.group) {
     if (!g.present) {
       line += ",,,,";
@@ -121,8 +129,8 @@ void ResultFiles::finish() {
   out += "  \"schema\": \"gyre-bench-results\",\n  \"version\": 1,\n";
   out += fmt::format("  \"command\": {},\n  \"date\": {},\n  \"host\": {},\n",
                      jsonString(h.command), jsonString(h.date), jsonString(h.host));
-  out += fmt::format("  \"rank_hosts\": {},\n  \"ranks\": {},\n", jsonStrings(h.rankHosts),
-                     h.ranks);
+  out +=
+      fmt::format("  \"rank_hosts\": {},\n  \"ranks\": {},\n", jsonStrings(h.rankHosts), h.ranks);
   out += fmt::format("  \"transport\": {},\n  \"algorithm\": {},\n", jsonString(h.transport),
                      jsonString(h.algorithm));
   out += fmt::format("  \"slots\": {},\n  \"slot_bytes\": {},\n  \"nsocks\": {},\n", h.slots,
@@ -139,8 +147,8 @@ void ResultFiles::finish() {
     out += fmt::format(
         "{{\"collective\": {}, \"algorithm\": {}, \"size\": {}, \"count\": {}, \"type\": {}, "
         "\"redop\": {}, \"root\": {}",
-        jsonString(r.collective), r.algorithm.empty() ? "null" : jsonString(r.algorithm),
-        r.bytes, r.elements, jsonString(r.type), jsonString(r.redop), r.root);
+        jsonString(r.collective), r.algorithm.empty() ? "null" : jsonString(r.algorithm), r.bytes,
+        r.elements, jsonString(r.type), jsonString(r.redop), r.root);
     const char* names[2] = {"out_of_place", "in_place"};
     for (int g = 0; g < 2; ++g) {
       const GroupText& t = r.group[g];
@@ -148,16 +156,15 @@ void ResultFiles::finish() {
         out += fmt::format(", \"{}\": null", names[g]);
         continue;
       }
-      out += fmt::format(
-          ", \"{}\": {{\"time_us\": {}, \"algbw\": {}, \"busbw\": {}, \"wrong\": {}}}", names[g],
-          t.time, t.algbw, t.busbw, t.wrong == "N/A" ? "null" : t.wrong);
+      out +=
+          fmt::format(", \"{}\": {{\"time_us\": {}, \"algbw\": {}, \"busbw\": {}, \"wrong\": {}}}",
+                      names[g], t.time, t.algbw, t.busbw, t.wrong == "N/A" ? "null" : t.wrong);
     }
     out += "}";
   }
   out += rows_.empty() ? "]\n}\n" : "\n  ]\n}\n";
   if (std::fputs(out.c_str(), json_.get()) < 0 || std::fflush(json_.get()) != 0) {
-    fail(ErrorCode::kSystemError, "--json {}: writing failed: {}", jsonPath_,
-         std::strerror(errno));
+    fail(ErrorCode::kSystemError, "--json {}: writing failed: {}", jsonPath_, std::strerror(errno));
   }
   json_.reset();
 }

@@ -25,9 +25,9 @@
 namespace gyre::bench {
 
 struct GroupText {
-  bool present = false;               // false: the table prints N/A x 4
-  std::string time, algbw, busbw;     // as printed
-  std::string wrong;                  // a count, or "N/A" without -c 1
+  bool present = false;            // false: the table prints N/A x 4
+  std::string time, algbw, busbw;  // as printed
+  std::string wrong;               // a count, or "N/A" without -c 1
 };
 
 struct ResultRow {

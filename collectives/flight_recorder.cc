@@ -31,11 +31,16 @@ size_t roundUpPowerOfTwo(size_t n) {
 
 const char* stateName(FlightRecorder::State s) {
   switch (s) {
-    case FlightRecorder::State::kQueued: return "queued";
-    case FlightRecorder::State::kStarted: return "started";
-    case FlightRecorder::State::kCompleted: return "completed";
-    case FlightRecorder::State::kFailed: return "failed";
-    case FlightRecorder::State::kEmpty: break;
+    case FlightRecorder::State::kQueued:
+      return "queued";
+    case FlightRecorder::State::kStarted:
+      return "started";
+    case FlightRecorder::State::kCompleted:
+      return "completed";
+    case FlightRecorder::State::kFailed:
+      return "failed";
+    case FlightRecorder::State::kEmpty:
+      break;
   }
   return "empty";
 }
@@ -207,8 +212,7 @@ std::string FlightRecorder::entryJson(const Entry& e, uint64_t record,
       collectiveName(kind), dtypeName(static_cast<DataType>(e.dtype.load(kRelaxed))),
       opName(static_cast<ReduceOp>(e.op.load(kRelaxed))), e.count.load(kRelaxed),
       e.root.load(kRelaxed), e.peer.load(kRelaxed),
-      algo == 0 ? std::string("null")
-                : jsonString(algoName(static_cast<AllReduceAlgo>(algo))),
+      algo == 0 ? std::string("null") : jsonString(algoName(static_cast<AllReduceAlgo>(algo))),
       stateName(state), nsOrNull(e.queued.load(kRelaxed)), nsOrNull(start), nsOrNull(end), sent,
       received);
 }
@@ -261,13 +265,14 @@ std::string FlightRecorder::dumpTo(const std::string& dir, const std::string& re
   // A name of its own per dump: a failure's dump and a SIGUSR1 or dumpTrace() one may
   // be written at once.
   static std::atomic<uint64_t> dumps{0};
-  const std::string tmp = fmt::format("{}.tmp{}.{}", path, static_cast<int>(::getpid()),
-                                      dumps.fetch_add(1, kRelaxed));
+  const std::string tmp =
+      fmt::format("{}.tmp{}.{}", path, static_cast<int>(::getpid()), dumps.fetch_add(1, kRelaxed));
   const std::string text = toJson(reason, detail);
   std::FILE* f = std::fopen(tmp.c_str(), "w");
   if (f == nullptr) {
-    fail(ErrorCode::kInvalidArgument, "rank {}: flight recorder: cannot write {}: {} (GYRE_TRACE_DIR)",
-         rank_, tmp, std::strerror(errno));
+    fail(ErrorCode::kInvalidArgument,
+         "rank {}: flight recorder: cannot write {}: {} (GYRE_TRACE_DIR)", rank_, tmp,
+         std::strerror(errno));
   }
   const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
   const bool closed = std::fclose(f) == 0;

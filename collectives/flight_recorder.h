@@ -112,7 +112,9 @@ class FlightRecorder {
   struct TickClock {
     double scale = 1;
     double offset = 0;
-    int64_t ns(uint64_t t) const { return static_cast<int64_t>(static_cast<double>(t) * scale + offset); }
+    int64_t ns(uint64_t t) const {
+      return static_cast<int64_t>(static_cast<double>(t) * scale + offset);
+    }
   };
   TickClock tickClock() const;
   std::string entryJson(const Entry& e, uint64_t record, const TickClock& clock) const;

@@ -34,8 +34,8 @@
 #include <string>
 #include <vector>
 
-#include "collectives/collective.h"
 #include "base/timeline.h"
+#include "collectives/collective.h"
 #include "collectives/flight_recorder.h"
 #include "transport/pipe.h"
 

@@ -229,8 +229,8 @@ void GradSync::workerLoop() {
         TimelineArgs args;
         args.bytes = static_cast<int64_t>(bucket.count * sizeof(float));
         args.index = static_cast<int64_t>(b);
-        timeline->span("bucket all-reduce", "ddp", nanosOf(interval.start),
-                       nanosOf(interval.end), args);
+        timeline->span("bucket all-reduce", "ddp", nanosOf(interval.start), nanosOf(interval.end),
+                       args);
       }
     }
     lock.lock();

@@ -26,9 +26,9 @@
 #include "collectives/collective_table.h"
 #include "collectives/flight_recorder.h"
 #include "collectives/host_topology.h"
-#include "collectives/topology_choice.h"
 #include "collectives/primitives.h"
 #include "collectives/stall_inspector.h"
+#include "collectives/topology_choice.h"
 #include "ring/bootstrap.h"
 #include "ring/communicator.h"
 #include "ring/failure_propagation.h"
@@ -132,7 +132,7 @@ class Communicator::Impl {
   HostTopology topology_;  // from pipes_.hostIds: the same on every rank
   TwoLevelCost cost_;      // the two-level model's constants (probed at creation)
   std::unique_ptr<FlightRecorder> recorder_;  // made once the prefix (its name) is known
-  std::atomic<bool> dumpedFailure_{false};     // the first failure's dump is written
+  std::atomic<bool> dumpedFailure_{false};    // the first failure's dump is written
   StallInspector inspector_;
   std::atomic<bool> aborted_{false};
   std::atomic<uint32_t> seq_{0};  // written by the collective thread, read by abort()

@@ -68,7 +68,8 @@ void install(Registry& r, int rank) {
   }
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
-    log(LogLevel::kWarn, rank, "flight recorder: no SIGUSR1 dumps (pipe: {})", std::strerror(errno));
+    log(LogLevel::kWarn, rank, "flight recorder: no SIGUSR1 dumps (pipe: {})",
+        std::strerror(errno));
     return;
   }
   // The reader blocks; only the handler's end must never block.

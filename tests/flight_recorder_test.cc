@@ -111,7 +111,8 @@ TEST(FlightRecorder, DumpHoldsTheLastOperationsInIssueOrder) {
   RankGroup group(3, traceOptions(dir, 5));  // rounded up to 8
   group.start([&](Communicator& comm, int rank) {
     std::vector<float> v(1000, 1.0f);
-    for (int i = 0; i < 20; ++i) comm.allReduce(v.data(), v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum);
+    for (int i = 0; i < 20; ++i)
+      comm.allReduce(v.data(), v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum);
     comm.broadcast(v.data(), 10, DataType::kFloat32, 1);
     Work a = comm.allReduceAsync(v.data(), v.data(), 7, DataType::kFloat32, ReduceOp::kMax);
     Work b = comm.allGatherAsync(v.data() + rank, v.data(), 1, DataType::kFloat32);
@@ -148,10 +149,9 @@ TEST(FlightRecorder, DumpHoldsTheLastOperationsInIssueOrder) {
     for (std::sregex_iterator it(text.begin(), text.end(), entry), end; it != end; ++it) {
       seen.push_back(fmt::format("{} {} {}", (*it)[1].str(), (*it)[2].str(), (*it)[3].str()));
     }
-    EXPECT_EQ(seen, (std::vector<std::string>{"16 16 allreduce", "17 17 allreduce",
-                                              "18 18 allreduce", "19 19 allreduce",
-                                              "20 20 broadcast", "21 21 allreduce",
-                                              "22 22 allgather", "23 23 barrier"}))
+    EXPECT_EQ(seen, (std::vector<std::string>{
+                        "16 16 allreduce", "17 17 allreduce", "18 18 allreduce", "19 19 allreduce",
+                        "20 20 broadcast", "21 21 allreduce", "22 22 allgather", "23 23 barrier"}))
         << text;
     EXPECT_NE(text.find("\"count\": 7, \"root\": -1, \"peer\": -1, \"algorithm\": \"rd\""),
               std::string::npos)
@@ -206,7 +206,8 @@ TEST(FlightRecorder, Sigusr1Dumps) {
     for (int i = 0; i < 250; ++i) {  // 5 s
       for (const auto& e : fs::directory_iterator(dir.path())) {
         const std::string name = e.path().string();
-        if (name.size() > mine.size() && name.compare(name.size() - mine.size(), mine.size(), mine) == 0) {
+        if (name.size() > mine.size() &&
+            name.compare(name.size() - mine.size(), mine.size(), mine) == 0) {
           comm.barrier();
           return;
         }
@@ -341,8 +342,8 @@ TEST(FlightRecorder, TraceDirIsCheckedAtCreation) {
     EXPECT_TRUE(r.ok) << describeReport(r);
   }
   for (int rank = 0; rank < 2; ++rank) {
-    EXPECT_TRUE(fs::exists(fmt::format("{}/new/deeper/gyre-trace-gyre.comm0-rank{}.json",
-                                       dir.path(), rank)));
+    EXPECT_TRUE(fs::exists(
+        fmt::format("{}/new/deeper/gyre-trace-gyre.comm0-rank{}.json", dir.path(), rank)));
   }
 }
 

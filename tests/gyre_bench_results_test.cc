@@ -61,9 +61,9 @@ std::string csvOf(const Row& r, const std::string& collective, int ranks,
 TEST_F(GyreBenchTest, CsvAndJsonHoldTheTableRows) {
   const std::string csv = tempPath("a.csv");
   const std::string json = tempPath("a.json");
-  RunResult r = runShell("timeout -k 5 120 env GYRE_TRANSPORT=tcp " + binary("gyrerun") +
-                         " -n 4 " + binary("gyre-bench") + " -b 8 -e 1M -f 4 -n 3 -w 1 --csv " +
-                         csv + " --json " + json);
+  RunResult r = runShell("timeout -k 5 120 env GYRE_TRANSPORT=tcp " + binary("gyrerun") + " -n 4 " +
+                         binary("gyre-bench") + " -b 8 -e 1M -f 4 -n 3 -w 1 --csv " + csv +
+                         " --json " + json);
   ASSERT_EQ(r.exitCode, 0) << r.out << r.err;
   const std::vector<Row> rows = parseRows(r.out);
   ASSERT_EQ(rows.size(), 9u) << r.out;  // 8 B, 32 B, ... 512 KiB
@@ -139,8 +139,8 @@ TEST_F(GyreBenchTest, MissingGroupsAndUncheckedRowsAreEmpty) {
   EXPECT_NE(text.find("\"in_place\": null"), std::string::npos) << text;
   EXPECT_NE(text.find("\"wrong\": null"), std::string::npos) << text;
   EXPECT_NE(text.find("\"algorithm\": null"), std::string::npos) << text;
-  RunResult p = runShell("/usr/bin/python3 -c 'import json,sys; json.load(open(sys.argv[1]))' " +
-                         json);
+  RunResult p =
+      runShell("/usr/bin/python3 -c 'import json,sys; json.load(open(sys.argv[1]))' " + json);
   EXPECT_EQ(p.exitCode, 0) << p.err << text;
   ::unlink(csv.c_str());
   ::unlink(json.c_str());

@@ -56,15 +56,17 @@ TEST_F(TrainProgress, LinesWhenNotATerminal) {
   ASSERT_EQ(r.exitCode, 0) << r.out << r.err;
   expectPlainStdout(r);
   EXPECT_EQ(countOf(r.err, "gyre-train: loading data from " + kData), 1u) << r.err;
-  EXPECT_EQ(countOf(r.err, "gyre-train: 4000 train and 4000 test images; joining 2 ranks (rank "
-                           "0's store at "),
+  EXPECT_EQ(countOf(r.err,
+                    "gyre-train: 4000 train and 4000 test images; joining 2 ranks (rank "
+                    "0's store at "),
             1u)
       << r.err;
   EXPECT_EQ(countOf(r.err, "gyre-train: 2 ranks joined; rank 0's weights to every rank"), 1u)
       << r.err;
   // 2000 samples per rank, 64 per step: 32 steps of 128 global samples per epoch.
-  std::regex line("gyre-train: epoch ([12])/2 [0-9]+% \\(([0-9]+)/32 steps\\) [0-9]+ samples/s "
-                  "ETA [0-9]+:[0-9]{2} \\(epoch\\), [0-9]+:[0-9]{2} \\(run\\)");
+  std::regex line(
+      "gyre-train: epoch ([12])/2 [0-9]+% \\(([0-9]+)/32 steps\\) [0-9]+ samples/s "
+      "ETA [0-9]+:[0-9]{2} \\(epoch\\), [0-9]+:[0-9]{2} \\(run\\)");
   size_t matches = 0;
   for (std::sregex_iterator it(r.err.begin(), r.err.end(), line), end; it != end; ++it) {
     ++matches;

@@ -14,8 +14,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -125,9 +125,9 @@ Args parseArgs(int argc, char** argv) {
       continue;
     }
     static const char* const kValued[] = {
-        "--epochs",     "--batch",       "--lr",   "--momentum", "--seed",       "--bucket-mb",
-        "--block-rows", "--max-samples", "--data", "--json",     "--checkpoint", "--hidden",
-        "--progress",   "--progress-every"};
+        "--epochs",     "--batch",      "--lr",          "--momentum",      "--seed",
+        "--bucket-mb",  "--block-rows", "--max-samples", "--data",          "--json",
+        "--checkpoint", "--hidden",     "--progress",    "--progress-every"};
     if (std::find(std::begin(kValued), std::end(kValued), flag) == std::end(kValued)) {
       usageError("unknown argument '" + flag + "'");
     }
@@ -165,8 +165,7 @@ Args parseArgs(int argc, char** argv) {
     } else if (flag == "--progress-every") {
       a.progressEvery = parseNumber<double>(flag, value);
       if (!(a.progressEvery > 0)) usageError("--progress-every must be positive");
-    }
-    else if (flag == "--hidden") {
+    } else if (flag == "--hidden") {
       hidden.clear();
       size_t pos = 0;
       while (pos <= value.size()) {

@@ -42,15 +42,16 @@ void Progress::startEpoch(size_t epoch, size_t epochs, size_t steps, size_t samp
 }
 
 std::string Progress::line(size_t stepsDone, double elapsed) const {
-  const double done = static_cast<double>(std::min(stepsDone, steps_)) / static_cast<double>(steps_);
+  const double done =
+      static_cast<double>(std::min(stepsDone, steps_)) / static_cast<double>(steps_);
   const double rate = elapsed > 0 ? static_cast<double>(stepsDone * samplesPerStep_) / elapsed : 0;
   const double epochLeft = done > 0 ? elapsed * (1 - done) / done : 0;
   // The epochs after this one at this epoch's pace (evaluation not counted).
   const double runLeft =
       epochLeft + (done > 0 ? elapsed / done : 0) * static_cast<double>(epochs_ - epoch_);
-  const std::string eta = done > 0 ? fmt::format("ETA {} (epoch), {} (run)", clockText(epochLeft),
-                                                 clockText(runLeft))
-                                   : "ETA ?";
+  const std::string eta =
+      done > 0 ? fmt::format("ETA {} (epoch), {} (run)", clockText(epochLeft), clockText(runLeft))
+               : "ETA ?";
   if (mode_ == Mode::kLines) {
     return fmt::format("gyre-train: epoch {}/{} {:.0f}% ({}/{} steps) {:.0f} samples/s {}", epoch_,
                        epochs_, done * 100, stepsDone, steps_, rate, eta);
