@@ -413,11 +413,10 @@ void Join::checkRefusals() {
   for (const auto& [r, since] : refusedSince_) {
     if (byRank_[static_cast<size_t>(r)].rank >= 0 || now - since < kRefusedGrace) continue;
     fail(ErrorCode::kInvalidArgument,
-         "rank {}: rank {} could not join: the bootstrap store at {} refused a client claiming "
-         "to be rank {} because it does not hold the job's secret (its GYRE_TOKEN / "
-         "GYRE_TOKEN_FILE differs from rank 0's, or it has none), and rank {} has not "
-         "arrived {:.0f} s later",
-         rank_, r, storeName_, r, r,
+         "rank {}: rank {} could not join: a client claiming to be rank {} did not match the "
+         "secret of the bootstrap store at {} (its GYRE_TOKEN / GYRE_TOKEN_FILE differs from "
+         "rank 0's, or one of them has none), and rank {} has not arrived {:.0f} s later",
+         rank_, r, r, storeName_, r,
          std::chrono::duration<double>(kRefusedGrace).count());
   }
 }
