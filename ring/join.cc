@@ -217,22 +217,22 @@ void Join::absorb(const Claim& mine) {
            "another program using the port?)",
            rank_, storeName_);
     }
+    // Unsigned or wrongly signed: written by a rank without this secret, or by someone
+    // else who lacks it (the store may be torch's, open to anyone). Checked first: none
+    // of what it says can be believed.
+    if (!authentic) {
+      fail(ErrorCode::kInvalidArgument,
+           "rank {}: check-in {} in the store at {} (it claims to be rank {} at {}) is not "
+           "signed with the job's secret: a rank without this secret (GYRE_TOKEN / "
+           "GYRE_TOKEN_FILE) or someone else wrote or rewrote it. Refusing to connect to it",
+           rank_, seen_, storeName_, c.rank, c.address);
+    }
     if (c.size != size_) {
       fail(ErrorCode::kInvalidArgument,
            "rank {}: the ranks disagree on the world size: rank {} ({}) was started with "
            "WORLD_SIZE={}, rank {} ({}) with WORLD_SIZE={}. Start every node with the same "
            "--nnodes and --nproc_per_node (the world is nnodes x nproc_per_node)",
            rank_, c.rank, c.where(), c.size, mine.rank, mine.where(), mine.size);
-    }
-    // A claim without a signature from a rank without a secret is named by the
-    // fingerprint check below; anything else unsigned or wrongly signed was written by
-    // someone without the secret (the store is torch's, say, open to anyone).
-    if (!authentic && !(c.token == "-" && mine.token != "-")) {
-      fail(ErrorCode::kInvalidArgument,
-           "rank {}: check-in {} in the store at {} (it claims to be rank {} at {}) is not "
-           "signed with the job's secret: someone without the secret wrote or rewrote it. "
-           "Refusing to connect to it",
-           rank_, seen_, storeName_, c.rank, c.address);
     }
     if (c.rank < 0 || c.rank >= size_) {
       fail(ErrorCode::kInvalidArgument, "rank {}: rank {} ({}) is outside [0, {})", rank_, c.rank,
