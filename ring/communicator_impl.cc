@@ -313,7 +313,12 @@ std::unique_ptr<Communicator::Impl> Communicator::Impl::split(int color, int key
          firstError_.empty() ? "" : " (after: " + firstError_ + ")");
   }
   const int n = splits_++;
-  PrefixStore store(fmt::format("{}/split{}", prefix_, n), store_);
+  std::shared_ptr<Store> split = std::make_shared<PrefixStore>(fmt::format("{}/split{}", prefix_, n), store_);
+  // Signed with a secret, as creation's entries are: a forged color would regroup ranks.
+  if (!options_.token.empty()) {
+    split = std::make_shared<SignedStore>(split, options_.token, describeStore(*store_));
+  }
+  Store& store = *split;
   store.setTimeout(options_.timeout);
   store.setString(fmt::format("{}", rank_), fmt::format("{} {}", color, key));
   struct Member {

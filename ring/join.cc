@@ -217,22 +217,22 @@ void Join::absorb(const Claim& mine) {
            "another program using the port?)",
            rank_, storeName_);
     }
+    // Unsigned or wrongly signed: written by a rank without this secret, or by someone
+    // else who lacks it (the store may be torch's, open to anyone). Checked first: none
+    // of what it says can be believed.
+    if (!authentic) {
+      fail(ErrorCode::kInvalidArgument,
+           "rank {}: check-in {} in the store at {} (it claims to be rank {} at {}) is not "
+           "signed with the job's secret: a rank without this secret (GYRE_TOKEN / "
+           "GYRE_TOKEN_FILE) or someone else wrote or rewrote it. Refusing to connect to it",
+           rank_, seen_, storeName_, c.rank, c.address);
+    }
     if (c.size != size_) {
       fail(ErrorCode::kInvalidArgument,
            "rank {}: the ranks disagree on the world size: rank {} ({}) was started with "
            "WORLD_SIZE={}, rank {} ({}) with WORLD_SIZE={}. Start every node with the same "
            "--nnodes and --nproc_per_node (the world is nnodes x nproc_per_node)",
            rank_, c.rank, c.where(), c.size, mine.rank, mine.where(), mine.size);
-    }
-    // A claim without a signature from a rank without a secret is named by the
-    // fingerprint check below; anything else unsigned or wrongly signed was written by
-    // someone without the secret (the store is torch's, say, open to anyone).
-    if (!authentic && !(c.token == "-" && mine.token != "-")) {
-      fail(ErrorCode::kInvalidArgument,
-           "rank {}: check-in {} in the store at {} (it claims to be rank {} at {}) is not "
-           "signed with the job's secret: someone without the secret wrote or rewrote it. "
-           "Refusing to connect to it",
-           rank_, seen_, storeName_, c.rank, c.address);
     }
     if (c.rank < 0 || c.rank >= size_) {
       fail(ErrorCode::kInvalidArgument, "rank {}: rank {} ({}) is outside [0, {})", rank_, c.rank,
@@ -413,11 +413,10 @@ void Join::checkRefusals() {
   for (const auto& [r, since] : refusedSince_) {
     if (byRank_[static_cast<size_t>(r)].rank >= 0 || now - since < kRefusedGrace) continue;
     fail(ErrorCode::kInvalidArgument,
-         "rank {}: rank {} could not join: the bootstrap store at {} refused a client claiming "
-         "to be rank {} because it does not hold the job's secret (its GYRE_TOKEN / "
-         "GYRE_TOKEN_FILE differs from rank 0's, or it has none), and rank {} has not "
-         "arrived {:.0f} s later",
-         rank_, r, storeName_, r, r,
+         "rank {}: rank {} could not join: a client claiming to be rank {} did not match the "
+         "secret of the bootstrap store at {} (its GYRE_TOKEN / GYRE_TOKEN_FILE differs from "
+         "rank 0's, or one of them has none), and rank {} has not arrived {:.0f} s later",
+         rank_, r, r, storeName_, r,
          std::chrono::duration<double>(kRefusedGrace).count());
   }
 }

@@ -1,7 +1,7 @@
 // How a client and the TCP store authenticate each other (protocol version 3), right
 // after the hellos of store/store_protocol.h and before any request:
 //
-//   client -> server  StoreAuthHello      rank (-1: not a rank), nonce C
+//   client -> server  StoreAuthHello      rank (-1: not a rank), whether it has a secret, nonce C
 //   server -> client  StoreAuthChallenge  mode, nonce S, macS = HMAC(K, "gyre-store-v3 server" | AuthHello | S)
 //   client -> server  StoreAuthProof      macC = HMAC(K, "gyre-store-v3 client" | AuthHello | S)
 //                                         (only when mode is kSecret)
@@ -9,6 +9,8 @@
 // K = authKey(secret) (base/secret.h). mode kOpen: the store has no secret and serves
 // anyone (macS zero, no proof); a client that has a secret refuses such a store, and a
 // client without one refuses a store in kSecret mode, each with an error that says so.
+// Either way the store learns of the mismatch (the flag; a zero proof) and records the
+// rank, so that the job's other ranks name it instead of waiting for it.
 // The client checks macS before it proves anything, so a listener without the secret
 // (not the job's store) is refused. Fresh nonces on both sides and distinct labels make
 // a recorded exchange useless for replay or reflection; the claimed rank is inside both
@@ -37,9 +39,12 @@ inline constexpr uint32_t kStoreModeSecret = 1;
 struct StoreAuthHello {
   std::array<char, 4> magic{'G', 'Y', 'A', 'U'};
   int32_t rank = -1;
+  uint32_t flags = 0;  // kHasSecret: the client holds a secret (an open store records it)
+  uint32_t reserved = 0;
   Nonce nonce{};
+  static constexpr uint32_t kHasSecret = 1;
 };
-static_assert(sizeof(StoreAuthHello) == 40, "StoreAuthHello is part of the wire format");
+static_assert(sizeof(StoreAuthHello) == 48, "StoreAuthHello is part of the wire format");
 
 struct StoreAuthChallenge {
   std::array<char, 4> magic{'G', 'Y', 'A', 'C'};

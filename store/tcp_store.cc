@@ -179,6 +179,7 @@ void TcpStore::connectLocked(Clock::time_point deadline) {
 void TcpStore::authenticate(int fd, Clock::time_point deadline) {
   StoreAuthHello hello;
   hello.rank = rank_;
+  hello.flags = secret_ ? StoreAuthHello::kHasSecret : 0;
   hello.nonce = randomNonce();
   writeExact(fd, &hello, sizeof(hello), deadline);
   uint8_t bytes[sizeof(StoreAuthChallenge)];
@@ -193,6 +194,9 @@ void TcpStore::authenticate(int fd, Clock::time_point deadline) {
          "rank 0 was started without the job's secret, or this is not the job's store");
   }
   if (challenge->mode == kStoreModeSecret && !secret_) {
+    // A proof that cannot pass: the store refuses it and records this rank (see above).
+    const StoreAuthProof none;
+    writeExact(fd, &none, sizeof(none), deadline);
     fail(ErrorCode::kInvalidArgument,
          "the store requires the job's secret and this process has none: set GYRE_TOKEN_FILE "
          "(or GYRE_TOKEN) as for the job's other ranks (gyrerun passes it to its ranks)");

@@ -302,6 +302,15 @@ class TcpStoreServer::Loop {
         }
         const auto* bytes = reinterpret_cast<const uint8_t*>(&challenge);
         c.out.insert(c.out.end(), bytes, bytes + sizeof(challenge));
+        if (!secret_ && (c.authHello->flags & StoreAuthHello::kHasSecret)) {
+          // It will refuse us (it holds a secret, this store none): record its rank so
+          // that the ranks waiting for it name it (ring/join.h, checkRefusals).
+          recordRefused(*c.authHello);
+          log(LogLevel::kWarn, kNoRank,
+              "bootstrap store at {}: client {} (rank {}) holds a secret and this store none: "
+              "start every rank with the same GYRE_TOKEN / GYRE_TOKEN_FILE",
+              name_, c.peer, c.authHello->rank);
+        }
         continue;
       }
       if (!c.authenticated) {
@@ -456,13 +465,16 @@ class TcpStoreServer::Loop {
         refusalWindowStart_ = now;
       }
     }
-    if (c.authHello && c.authHello->rank >= 0 && c.authHello->rank < (1 << 24)) {
-      const std::string key = fmt::format("{}refused/{}", kReservedPrefix, c.authHello->rank);
-      int64_t ignored = 0;
-      addTo(key, 1, &ignored);
-      addTo(std::string(kReservedPrefix) + "refused", 1, &ignored);
-    }
+    if (c.authHello) recordRefused(*c.authHello);
     return close(id, LogLevel::kTrace, "refused: " + why);
+  }
+
+  // Counts a refusal of the rank `hello` claimed (none for -1 or an absurd rank).
+  void recordRefused(const StoreAuthHello& hello) {
+    if (hello.rank < 0 || hello.rank >= (1 << 24)) return;
+    int64_t ignored = 0;
+    addTo(fmt::format("{}refused/{}", kReservedPrefix, hello.rank), 1, &ignored);
+    addTo(std::string(kReservedPrefix) + "refused", 1, &ignored);
   }
 
   // Always false, so that callers can `return close(...)`.

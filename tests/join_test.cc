@@ -149,6 +149,42 @@ TEST(Join, AnotherSecretFailsAtOnceAndEveryRankNamesIt) {
   printCase("another secret on rank 1", outs);
 }
 
+// One rank without the secret, or rank 0 (the store) without it: the odd one or the
+// others fail at once saying which side lacks it; the rest name the refused rank within
+// seconds (the store records the mismatch either way).
+TEST(Join, ASecretOnOneSideOnlyFailsEveryRankWithinSeconds) {
+  const std::string token = uniqueToken("half");
+  auto outs = runBeliefs({0, 1, 2}, {3, 3, 3}, joinOptions(token), [&](int c, Options& o) {
+    if (c == 2) o.token.clear();
+  });
+  expectAllFailed(outs, 8.0, {"rank 2", "GYRE_TOKEN"});
+  EXPECT_LT(outs[2].seconds, 1.0) << testing::describe(outs[2]);
+  EXPECT_NE(outs[2].message.find("requires the job's secret and this process has none"),
+            std::string::npos) << testing::describe(outs[2]);
+
+  const std::string token2 = uniqueToken("half0");
+  auto outs0 = runBeliefs({0, 1, 2}, {3, 3, 3}, joinOptions(token2), [&](int c, Options& o) {
+    if (c == 0) o.token.clear();
+  });
+  for (const Outcome& o : outs0) {
+    SCOPED_TRACE(testing::describe(o));
+    EXPECT_TRUE(o.reported && !o.ok && !o.hung);
+    EXPECT_LT(o.seconds, 8.0);
+    EXPECT_NE(o.message.find("GYRE_TOKEN"), std::string::npos);
+  }
+  EXPECT_NE(outs0[1].message.find("the store asks for no secret, but this rank has one"),
+            std::string::npos) << testing::describe(outs0[1]);
+  EXPECT_NE(outs0[0].message.find("could not join"), std::string::npos)
+      << testing::describe(outs0[0]);
+  for (const auto* set : {&outs, &outs0}) {
+    for (const Outcome& o : *set) {
+      EXPECT_EQ(o.message.find(token), std::string::npos);
+      EXPECT_EQ(o.log.find(token), std::string::npos);
+    }
+  }
+  printCase("no secret on rank 0 only", outs0);
+}
+
 TEST(Join, ARankWhoseSetupFailedIsNamedByEveryRank) {
   const std::string token = uniqueToken("ifn");
   auto outs = runBeliefs({0, 1, 2, 3}, {4, 4, 4, 4}, joinOptions(token), [](int c, Options& o) {
