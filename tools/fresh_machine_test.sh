@@ -149,8 +149,17 @@ EOF
 
 say "commit $(git log -1 --format='%h %s' "$commit" | cut -c1-80)"
 t0=$SECONDS
+# Interrupted (ctest's timeout, ^C): unshare dies, and --kill-child takes the root's PID 1
+# with it, which ends every process inside.
+child=
+stop() {
+  say "interrupted: stopping everything inside the root"
+  [ -n "$child" ] && kill -KILL "$child" 2>/dev/null && wait "$child" 2>/dev/null
+  exit 130
+}
+trap stop INT TERM HUP
 set +e
-unshare --mount --pid --fork --propagation private /bin/bash -c '
+unshare --kill-child --mount --pid --fork --propagation private /bin/bash -c '
   set -e
   root=$1 cache=$2 logs=$4
   mount -t proc proc "$root/proc"
@@ -166,7 +175,9 @@ unshare --mount --pid --fork --propagation private /bin/bash -c '
   exec chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     FRESH_CTEST="$3" FRESH_EXPECTED="$5" /bin/bash /fresh-steps.sh
-' fresh "$root" "$cache" "$entries" "$logs" "$expected"
+' fresh "$root" "$cache" "$entries" "$logs" "$expected" &
+child=$!
+wait "$child"
 rc=$?
 set -e
 if [ $rc -eq 0 ]; then
