@@ -9,7 +9,7 @@ Every relative link and anchor in README.md and docs/*.md must resolve:
   <a href="..."> / <img src="...">. Anchors follow GitHub's heading slugs (lowercase,
   punctuation other than '-' and '_' removed, spaces to '-', a repeated heading gets -1,
   -2, ...). http(s) and mailto links are skipped; a link that leaves the repository
-  (../shared/...) is an error: the project must stand alone. Links inside code (fenced
+  (../elsewhere/...) is an error: the project must stand alone. Links inside code (fenced
   blocks, `code spans`) and HTML comments are not links and are not checked.
 Also: README.md may hold at most README_LIMIT bytes (`wc -c README.md`), so that the
 README stays a short user's guide and the rest lives in docs/.
