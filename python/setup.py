@@ -73,6 +73,11 @@ def extension():
     verbs = cache_value(build, "IBVERBS_LIBRARY")
     if verbs and not verbs.endswith("NOTFOUND"):
         link.append(verbs)
+    # libcrypto (authentication, GYRE_ENCRYPT): named here, since nothing else guarantees
+    # it. Debian's libtorch happens to load it; PyPI's torch does not, and the extension
+    # then fails at import with an undefined EVP_* symbol.
+    crypto = cache_value(build, "OPENSSL_CRYPTO_LIBRARY")
+    link.append(crypto if crypto and not crypto.endswith("NOTFOUND") else "-lcrypto")
     std = "-std=c++20" if TORCH_MAJOR >= 2 else "-std=c++17"
     sources = sorted(glob.glob(os.path.join("gyre_torch", "csrc", "*.cpp")))
     return CppExtension(
