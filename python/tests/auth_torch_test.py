@@ -89,6 +89,13 @@ def main():
     out, _ = run("plain")
     print("[auth-torch] with a secret:", out)
     good = all(v == "ok" for v in out.values())
+    if int(torch.__version__.split(".")[0]) >= 2:
+        # torch 2 nests its PrefixStores differently and the forger below does not yet
+        # write where gyre_torch reads, so the ranks never see the forgery: the check
+        # would pass for the wrong reason. Run on torch 1.13 only until it finds the key.
+        print("[auth-torch] forged check-in: not run on torch", torch.__version__)
+        print("PASS" if good else "FAIL")
+        return 0 if good else 1
     out, connected = run("forged")
     print("[auth-torch] forged check-in:", out, "outsider got a connection:", connected)
     named = [r for r, v in out.items() if "not signed with the job's secret" in v]
