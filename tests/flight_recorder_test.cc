@@ -347,6 +347,63 @@ TEST(FlightRecorder, TraceDirIsCheckedAtCreation) {
   }
 }
 
+// One dump entry, times in ms on a clock whose monotonic and Unix readings agree.
+std::string entryJson(int seq, const char* state, double startMs, double endMs, int sent,
+                      int received) {
+  auto ns = [](double ms) { return fmt::format("{}", static_cast<long long>(ms * 1e6)); };
+  return fmt::format(
+      "{{\"record\": {0}, \"seq\": {0}, \"collective\": \"allreduce\", \"dtype\": \"float\", "
+      "\"op\": \"max\", \"count\": 4096, \"root\": -1, \"peer\": -1, \"algorithm\": \"rd\", "
+      "\"state\": \"{1}\", \"queued_ns\": {2}, \"start_ns\": {2}, \"end_ns\": {3}, "
+      "\"bytes_sent\": {4}, \"bytes_received\": {5}}}",
+      seq, state, ns(startMs), endMs < 0 ? std::string("null") : ns(endMs), sent, received);
+}
+
+void writeDump(const TraceDir& dir, int rank, const std::string& detail,
+               const std::vector<std::string>& entries) {
+  std::string list;
+  for (const std::string& e : entries) list += (list.empty() ? "" : ", ") + e;
+  std::ofstream(fmt::format("{}/gyre-trace-gyre.comm0-rank{}.json", dir.path(), rank))
+      << fmt::format(
+             "{{\"schema\": \"gyre-flight-recorder\", \"version\": 1, \"rank\": {}, "
+             "\"size\": 4, \"comm\": \"gyre/comm0\", \"host\": \"h\", \"pid\": 1, "
+             "\"reason\": \"failure\", \"detail\": \"{}\", "
+             "\"clock\": {{\"monotonic_ns\": 0, \"unix_ns\": 0}}, \"capacity\": 64, "
+             "\"recorded\": {}, \"entries\": [{}]}}",
+             rank, detail, entries.size(), list);
+}
+
+// What StoppedRankIsNamed sees when the stopped rank, continued, still finds the others'
+// bytes of #30 in its sockets: it completes #30 and fails only in #31, both after the
+// others gave up on #30. Starts after the first give-up do not decide which collective
+// the job stood in: the verdict is still that rank 2 did not reach #30 in time.
+TEST(FlightRecorder, AnalysisIgnoresStartsAfterTheFirstFailure) {
+  TraceDir dir;
+  for (int rank : {0, 1, 3}) {
+    writeDump(dir, rank,
+              fmt::format("rank {}: allreduce #30 failed after 2.000 s: 0 of 16384 bytes: "
+                          "rank 2 stalled",
+                          rank),
+              {entryJson(28, "completed", 10, 11, 32768, 32768),
+               entryJson(29, "completed", 12, 13, 32768, 32768),
+               entryJson(30, "failed", 100, 2100, 32768, 16384)});
+  }
+  writeDump(dir, 2, "rank 2: allreduce #31 failed after 0.000 s: 0 of 16384 bytes: rank 3 failed",
+            {entryJson(29, "completed", 12.5, 13, 32768, 32768),
+             entryJson(30, "completed", 2300, 2301, 32768, 32768),
+             entryJson(31, "failed", 2302, 2302, 16384, 0)});
+  RunResult a = analyse(dir.path());
+  ASSERT_EQ(a.exitCode, 0) << a.err;
+  EXPECT_NE(a.out.find("not reached: allreduce #30: rank 2 (it started 2.20 s after the first "
+                       "rank, when another had already given up); reached by ranks 0,1,3"),
+            std::string::npos)
+      << a.out;
+  EXPECT_NE(a.out.find("verdict: rank 2 did not reach allreduce #30: the others waited for it "
+                       "there"),
+            std::string::npos)
+      << a.out;
+}
+
 TEST(FlightRecorder, AnalysisRefusesWhatIsNotADump) {
   TraceDir dir;
   RunResult a = analyse(dir.path());

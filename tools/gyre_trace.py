@@ -11,8 +11,8 @@ prints, one finding per line, each starting with a fixed word so that scripts ca
   ranks:        how many ranks, whose dumps were found, why each was written
   missing dump: ranks without a dump (stopped, killed, or without GYRE_TRACE_DIR)
   where:        each rank's latest operation, its state, how long it ran, bytes moved
-  not reached:  the newest collective #k and the ranks that did not start it, or started
-                it only after another rank had given up on it
+  not reached:  the newest collective #k started before the first rank gave up, and the
+                ranks that did not start it, or started it only after
   mismatch:     the first sequence number at which ranks issued different calls
                 (collective, dtype, op, count or root), and how many more differ
   blamed:       the rank the failure messages name as the culprit, and by whom
@@ -163,8 +163,14 @@ def analyse(comm, dumps, last_n, out):
         verdicts.append(f"{ranks_text(odd)} issued a different call at #{k} "
                         f"({ordered[0][0]} instead of {ordered[-1][0]})")
 
-    # Not reached: the newest collective someone started.
-    started = [(k, r) for r in have for k, e in per_rank[r].items() if e["start_ns"] is not None]
+    # Not reached: the newest collective someone started before the first rank gave up. A
+    # rank that was stopped and continued later starts its next call after the others have
+    # failed; that start says nothing about where the job stood when it stopped.
+    fails = [to_unix(dumps[r], e["end_ns"]) for r in have for e in per_rank[r].values()
+             if e["state"] == "failed" and e["end_ns"] is not None]
+    first_fail = min(fails) if fails else None
+    started = [(k, r) for r in have for k, e in per_rank[r].items() if e["start_ns"] is not None
+               and (first_fail is None or to_unix(dumps[r], e["start_ns"]) < first_fail)]
     if started:
         k = max(s for s, _ in started)
         kind = next(per_rank[r][k]["collective"] for s, r in started if s == k)
@@ -180,12 +186,9 @@ def analyse(comm, dumps, last_n, out):
                 late[r] = f"its newest collective is #{max(before)}" if before else "it started none"
             else:
                 reached.append(r)
-        # Started, but only after another rank had already given up on #k.
-        gave_up = [to_unix(dumps[r], per_rank[r][k]["end_ns"]) for r in reached
-                   if per_rank[r][k]["state"] == "failed" and per_rank[r][k]["end_ns"] is not None]
+        # Started, but only after another rank had already given up.
         first_start = min(to_unix(dumps[r], per_rank[r][k]["start_ns"]) for r in reached)
-        if gave_up:
-            first_fail = min(gave_up)
+        if first_fail is not None:
             for r in list(reached):
                 t = to_unix(dumps[r], per_rank[r][k]["start_ns"])
                 if t >= first_fail:
