@@ -49,11 +49,10 @@ logs=$cache/logs   # kept after a cold run too
 # The demo has built gyre_torch against Debian's torch and trained with it; the build step
 # has made the PyPI torch venv (tools/torch_venv.sh). torch_pip_install_pypi is left out:
 # PyPI's wheel brings its own headers, so it depends on no apt package the Debian line
-# does not, and it would add ~5 minutes. Slurm.SrunRunsGyreBenchAndGyreTrain is left out
-# for now: tools/slurm_local.sh fails to start the daemons inside the root (it passes on
-# the host; the cause inside the root is not yet found).
-entries=${GYRE_FRESH_CTEST:-'^(torch_pip_install_debian|OpenMpi\.OneHostGyreBenchAndGyreTrain|rdma_vm)$'}
-expected=${GYRE_FRESH_CTEST_COUNT:-3}
+# does not, and it would add ~5 minutes.
+#   Slurm.SrunRunsGyreBench... slurmctld, slurmd and srun from slurm-wlm (tools/slurm_local.sh)
+entries=${GYRE_FRESH_CTEST:-'^(torch_pip_install_debian|OpenMpi\.OneHostGyreBenchAndGyreTrain|Slurm\.SrunRunsGyreBenchAndGyreTrain|rdma_vm)$'}
+expected=${GYRE_FRESH_CTEST_COUNT:-4}
 
 say() { echo "fresh_machine_test: [$(date +%T)] $*" >&2; }
 skip() {
@@ -166,6 +165,8 @@ unshare --kill-child --mount --pid --fork --propagation private /bin/bash -c '
   mount -t proc proc "$root/proc"
   mount -t sysfs sysfs "$root/sys"
   mount --rbind /dev "$root/dev"
+  # The cgroup file system, as every booted machine has it (slurmd will not start without).
+  [ -d /sys/fs/cgroup ] && mount --rbind /sys/fs/cgroup "$root/sys/fs/cgroup"
   mkdir -p "$root/var/cache/apt/archives" "$root/root/.cache/pip" "$root/root/.cache/ccache" \
            "$root/var/tmp/gyre-rdma-vm" "$root/fresh-logs"
   mount --bind "$cache/debs" "$root/var/cache/apt/archives"

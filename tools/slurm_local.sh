@@ -98,14 +98,20 @@ do_start() {
   do_stop
   write_conf
   export SLURM_CONF=$CONF
-  slurmctld -f "$CONF"  # daemonizes; pid in $D/slurmctld.pid
+  # Each daemonizes (pid in $D/<daemon>.pid) and writes why it failed to its log only.
+  slurmctld -f "$CONF" || { log "slurmctld failed to start:"; tail -20 "$D/log/slurmctld.log" >&2 || true; exit 1; }
   local i up=0
   for i in $(seq 1 100); do
     if scontrol ping 2>/dev/null | grep -q UP; then up=1; break; fi
     sleep 0.1
   done
   if [ "$up" != 1 ]; then log "slurmctld did not come up:"; tail -20 "$D/log/slurmctld.log" >&2 || true; exit 1; fi
-  slurmd -f "$CONF" -N "$NODE"  # daemonizes; pid in $D/slurmd.pid
+  if ! slurmd -f "$CONF" -N "$NODE"; then
+    log "slurmd failed to start:"; tail -20 "$D/log/slurmd.log" >&2 || true
+    grep -q "No filesystem mounted on /sys/fs/cgroup" "$D/log/slurmd.log" 2>/dev/null &&
+      log "slurmd needs the cgroup file system at /sys/fs/cgroup (a container or chroot without it: mount it there)"
+    exit 1
+  fi
   for i in $(seq 1 200); do
     if [ -n "$(sinfo -h -N -t idle -o %N 2>/dev/null)" ]; then
       echo "export SLURM_CONF=$CONF"
