@@ -116,6 +116,13 @@ gyreResult_t gyreCommAbort(gyreComm_t comm) {
   return guarded(slotOf(comm), "gyreCommAbort", [&] { need(comm).abort(); });
 }
 
+gyreResult_t gyreCommNameNextCall(gyreComm_t comm, const char* name) {
+  return guarded(slotOf(comm), "gyreCommNameNextCall", [&] {
+    needOut(name, "name");
+    need(comm).nameNextCall(name);
+  });
+}
+
 gyreResult_t gyreCommCount(const gyreComm_t comm, int* count) {
   return guarded(slotOf(comm), "gyreCommCount", [&] {
     needOut(count, "count");

@@ -135,6 +135,12 @@ gyreResult_t gyreCommDestroy(gyreComm_t comm);
 /* Ends pending and later operations with gyreAborted and tells the other ranks. Any
  * thread, any time, idempotent. Does not free comm: call gyreCommDestroy. */
 gyreResult_t gyreCommAbort(gyreComm_t comm);
+/* Names the next operation this thread issues on comm in the flight recorder's dumps
+ * (GYRE_TRACE_DIR; the entry's "call"): the caller's own name for the call, such as a
+ * framework's ("all_gather_into_tensor"). At most 24 bytes are kept, bytes outside
+ * printable ASCII become '?'; applies to the next operation issued (a call its checks
+ * refuse issues none). */
+gyreResult_t gyreCommNameNextCall(gyreComm_t comm, const char* name);
 gyreResult_t gyreCommCount(const gyreComm_t comm, int* count);
 gyreResult_t gyreCommUserRank(const gyreComm_t comm, int* rank);
 /* Collective over comm: ranks with the same color form *newcomm, ordered by key (ties by

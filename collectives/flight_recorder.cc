@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -124,7 +125,7 @@ FlightRecorder::~FlightRecorder() = default;
 
 // Seqlock-style: the slot's record number is cleared before its fields change and set
 // after, so a dump that reads the same number before and after its reads saw one entry.
-uint64_t FlightRecorder::issue(const CollectiveCall& call, int peer) {
+uint64_t FlightRecorder::issue(const CollectiveCall& call, int peer, std::string_view name) {
   const uint64_t record = next_.load(kRelaxed);
   next_.store(record + 1, kRelaxed);
   Entry& e = entries_[record & mask_];
@@ -143,6 +144,13 @@ uint64_t FlightRecorder::issue(const CollectiveCall& call, int peer) {
   e.end.store(0, kRelaxed);
   e.sent.store(0, kRelaxed);
   e.received.store(0, kRelaxed);
+  char bytes[kNameBytes] = {};
+  std::memcpy(bytes, name.data(), std::min(name.size(), kNameBytes));
+  for (size_t i = 0; i < kNameBytes / 8; ++i) {
+    uint64_t word;
+    std::memcpy(&word, bytes + 8 * i, 8);
+    e.name[i].store(word, kRelaxed);
+  }
   e.state.store(static_cast<uint8_t>(State::kQueued), kRelaxed);
   e.record.store(record, std::memory_order_release);
   return record;
@@ -203,13 +211,20 @@ std::string FlightRecorder::entryJson(const Entry& e, uint64_t record,
   const auto nsOrNull = [&clock](uint64_t t) {
     return t == 0 ? std::string("null") : std::to_string(clock.ns(t));
   };
+  char bytes[kNameBytes];
+  for (size_t i = 0; i < kNameBytes / 8; ++i) {
+    const uint64_t word = e.name[i].load(kRelaxed);
+    std::memcpy(bytes + 8 * i, &word, 8);
+  }
+  const std::string_view name(bytes, ::strnlen(bytes, kNameBytes));
   return fmt::format(
-      "{{\"record\": {}, \"seq\": {}, \"collective\": \"{}\", \"dtype\": \"{}\", \"op\": \"{}\", "
-      "\"count\": {}, \"root\": {}, \"peer\": {}, \"algorithm\": {}, \"state\": \"{}\", "
+      "{{\"record\": {}, \"seq\": {}, \"collective\": \"{}\", \"call\": {}, \"dtype\": \"{}\", "
+      "\"op\": \"{}\", \"count\": {}, \"root\": {}, \"peer\": {}, \"algorithm\": {}, \"state\": \"{}\", "
       "\"queued_ns\": {}, \"start_ns\": {}, \"end_ns\": {}, \"bytes_sent\": {}, "
       "\"bytes_received\": {}}}",
       record, e.hasSeq.load(kRelaxed) ? std::to_string(e.seq.load(kRelaxed)) : "null",
-      collectiveName(kind), dtypeName(static_cast<DataType>(e.dtype.load(kRelaxed))),
+      collectiveName(kind), name.empty() ? std::string("null") : jsonString(std::string(name)),
+      dtypeName(static_cast<DataType>(e.dtype.load(kRelaxed))),
       opName(static_cast<ReduceOp>(e.op.load(kRelaxed))), e.count.load(kRelaxed),
       e.root.load(kRelaxed), e.peer.load(kRelaxed),
       algo == 0 ? std::string("null") : jsonString(algoName(static_cast<AllReduceAlgo>(algo))),

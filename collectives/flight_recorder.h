@@ -3,7 +3,9 @@
 //
 // What an entry holds: the record number (its place in this rank's issue order), the
 // collective's sequence number (null until it starts; send/recv count per peer), the
-// call (collective, dtype, op, count, root, peer), the algorithm that ran it, its state
+// call (collective, dtype, op, count, root, peer), the caller's own name for it where one
+// was given (Communicator::nameNextCall: gyre_torch gives torch's, "all_gather_into_tensor"
+// for an all-gather of bytes; at most kNameBytes kept), the algorithm that ran it, its state
 // (queued, started, completed, failed), its queued/start/end times (CLOCK_MONOTONIC ns,
 // comparable between processes of one host; a dump carries a monotonic/realtime pair to
 // put hosts on one clock) and the bytes it had sent and received.
@@ -33,6 +35,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "collectives/collective.h"
 
@@ -60,10 +63,12 @@ class FlightRecorder {
   size_t capacity() const { return enabled() ? mask_ + 1 : 0; }
 
   // Issuing thread. A new entry (queued); returns its record number (kNone when off).
+  // `name`: the caller's name for the call (empty: none), cut to kNameBytes.
   static constexpr uint64_t kNone = ~uint64_t{0};
-  uint64_t issued(const CollectiveCall& call, int peer) {
+  static constexpr size_t kNameBytes = 24;
+  uint64_t issued(const CollectiveCall& call, int peer, std::string_view name = {}) {
     if (!enabled()) return kNone;
-    return issue(call, peer);
+    return issue(call, peer, name);
   }
   // Executing thread: the operation starts (call.seq and call.algo are now set), or ends.
   void started(uint64_t record, const CollectiveCall& call) {
@@ -100,10 +105,11 @@ class FlightRecorder {
     std::atomic<uint64_t> count{0};
     std::atomic<uint64_t> queued{0}, start{0}, end{0};  // ticks(); 0: not yet
     std::atomic<uint64_t> sent{0}, received{0};
+    std::atomic<uint64_t> name[FlightRecorder::kNameBytes / 8] = {};  // NUL-padded bytes
   };
   static constexpr size_t kOff = ~size_t{0};
 
-  uint64_t issue(const CollectiveCall& call, int peer);
+  uint64_t issue(const CollectiveCall& call, int peer, std::string_view name);
   void start(uint64_t record, const CollectiveCall& call);
   void finish(uint64_t record, bool ok, size_t sent, size_t received);
   void refuse(uint64_t record, uint32_t seq);

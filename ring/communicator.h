@@ -39,6 +39,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "base/export.h"
 #include "base/options.h"
@@ -154,6 +155,12 @@ class GYRE_API Communicator {
   // kInvalidArgument when the recorder is off (GYRE_TRACE_BUFFER=0) or no directory is
   // known; kSystemError when the file cannot be written.
   std::string dumpTrace(const std::string& dir = "");
+  // Names the next operation this thread issues, in the flight recorder and its dumps
+  // ("call"): a framework's own name for what gyre runs (gyre_torch passes torch's, such
+  // as "all_gather_into_tensor" for an all-gather of bytes). At most 24 bytes are kept;
+  // bytes outside printable ASCII become '?'. Applies to the next operation issued (a call
+  // its checks refuse issues none); unnamed ones have none.
+  void nameNextCall(std::string_view name);
 
   // Ends pending and later operations with kAborted and tells the other ranks (their
   // pending and later calls fail naming this abort). Any thread, any time; idempotent.

@@ -266,6 +266,8 @@ Work Communicator::barrierIssue(bool async) {
 
 std::string Communicator::dumpTrace(const std::string& dir) { return impl_->dumpTrace(dir); }
 
+void Communicator::nameNextCall(std::string_view name) { impl_->nameNextCall(name); }
+
 std::unique_ptr<Communicator> Communicator::split(int color, int key) {
   std::unique_ptr<Communicator> child;
   Impl* impl = impl_.get();

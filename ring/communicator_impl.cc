@@ -226,6 +226,14 @@ void Communicator::Impl::execute(const CollectiveCall& call, uint64_t record, Bo
   }
 }
 
+void Communicator::Impl::nameNextCall(std::string_view name) {
+  nextNameSize_ = std::min(name.size(), nextName_.size());
+  for (size_t i = 0; i < nextNameSize_; ++i) {
+    const char c = name[i];
+    nextName_[i] = (c >= 0x20 && c < 0x7f) ? c : '?';
+  }
+}
+
 std::string Communicator::Impl::dumpTrace(const std::string& dir) {
   if (!recorder_->enabled()) {
     fail(ErrorCode::kInvalidArgument, "rank {}: dumpTrace: the flight recorder is off "

@@ -16,11 +16,13 @@
 // thread (checkCall), then hand a closure to issue().
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "collectives/collective.h"
 #include "collectives/collective_table.h"
@@ -72,11 +74,17 @@ class Communicator::Impl {
   }
   // The same for an operation the flight recorder records: op(record) gets its entry.
   // (`peer`: send/recv's peer, else -1.)
+  // The entry carries the name nameNextCall() gave, which this consumes.
   template <typename F>
   Work issueRecorded(bool async, const CollectiveCall& call, int peer, F&& op) {
-    const uint64_t record = recorder_->issued(call, peer);
+    const uint64_t record =
+        recorder_->issued(call, peer, std::string_view(nextName_.data(), nextNameSize_));
+    nextNameSize_ = 0;
     return issue(async, [record, op = std::forward<F>(op)]() mutable { op(record); });
   }
+  // Issuing thread: the caller's name for the next recorded operation (printable ASCII
+  // kept, the rest '?'; cut to FlightRecorder::kNameBytes).
+  void nameNextCall(std::string_view name);
 
   // Any thread: writes the flight recorder to `dir` (GYRE_TRACE_DIR when empty) and
   // returns the file's path; kInvalidArgument when the recorder is off or no directory
@@ -132,6 +140,8 @@ class Communicator::Impl {
   HostTopology topology_;  // from pipes_.hostIds: the same on every rank
   TwoLevelCost cost_;      // the two-level model's constants (probed at creation)
   std::unique_ptr<FlightRecorder> recorder_;  // made once the prefix (its name) is known
+  std::array<char, FlightRecorder::kNameBytes> nextName_{};  // issuing thread only
+  size_t nextNameSize_ = 0;
   std::atomic<bool> dumpedFailure_{false};    // the first failure's dump is written
   StallInspector inspector_;
   std::atomic<bool> aborted_{false};

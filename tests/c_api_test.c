@@ -622,6 +622,8 @@ static void test_bad_arguments(gyreComm_t comm) {
   BAD(gyreCommCount(comm, NULL), comm);
   BAD(gyreCommUserRank(comm, NULL), comm);
   BAD(gyreCommSplit(comm, 0, 0, NULL), comm);
+  BAD(gyreCommNameNextCall(comm, NULL), comm);
+  expect_message(comm, "name is NULL");
 
   /* No communicator: the thread's last error tells. */
   BAD(gyreAllReduce(buf, buf, 4, gyreInt32, gyreSum, NULL), NULL);
@@ -630,6 +632,7 @@ static void test_bad_arguments(gyreComm_t comm) {
   BAD(gyreCommCount(NULL, &x), NULL);
   BAD(gyreCommUserRank(NULL, &x), NULL);
   BAD(gyreCommAbort(NULL), NULL);
+  BAD(gyreCommNameNextCall(NULL, "x"), NULL);
   BAD(gyreCommSplit(NULL, 0, 0, &sub), NULL);
   if (sub != NULL) failf("a failed gyreCommSplit left *newcomm non-NULL");
   BAD(gyreTest(NULL, &x), NULL);

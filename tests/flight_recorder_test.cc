@@ -105,7 +105,8 @@ Options traceOptions(const TraceDir& dir, size_t buffer) {
   return o;
 }
 
-// 20 all-reduces, a broadcast, async ops and a barrier; 8 slots keep the last 8 of 24.
+// 20 all-reduces, a broadcast, async ops (named by the caller) and a barrier; 8 slots keep
+// the last 8 of 24.
 TEST(FlightRecorder, DumpHoldsTheLastOperationsInIssueOrder) {
   TraceDir dir;
   RankGroup group(3, traceOptions(dir, 5));  // rounded up to 8
@@ -114,7 +115,11 @@ TEST(FlightRecorder, DumpHoldsTheLastOperationsInIssueOrder) {
     for (int i = 0; i < 20; ++i)
       comm.allReduce(v.data(), v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum);
     comm.broadcast(v.data(), 10, DataType::kFloat32, 1);
+    // A caller's names (gyre_torch gives torch's): kept for one call, cut to 24 bytes,
+    // printable ASCII only.
+    comm.nameNextCall("all_reduce");
     Work a = comm.allReduceAsync(v.data(), v.data(), 7, DataType::kFloat32, ReduceOp::kMax);
+    comm.nameNextCall("all_gather_into_tensor_\xc3\xa9 and more");
     Work b = comm.allGatherAsync(v.data() + rank, v.data(), 1, DataType::kFloat32);
     a.wait();
     b.wait();
@@ -156,10 +161,17 @@ TEST(FlightRecorder, DumpHoldsTheLastOperationsInIssueOrder) {
     EXPECT_NE(text.find("\"count\": 7, \"root\": -1, \"peer\": -1, \"algorithm\": \"rd\""),
               std::string::npos)
         << text;
-    EXPECT_NE(text.find("\"collective\": \"broadcast\", \"dtype\": \"float\", \"op\": \"sum\", "
-                        "\"count\": 10, \"root\": 1,"),
+    EXPECT_NE(text.find("\"collective\": \"broadcast\", \"call\": null, \"dtype\": \"float\", "
+                        "\"op\": \"sum\", \"count\": 10, \"root\": 1,"),
               std::string::npos)
         << text;
+    EXPECT_NE(text.find("\"seq\": 21, \"collective\": \"allreduce\", \"call\": \"all_reduce\","),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("\"collective\": \"allgather\", \"call\": \"all_gather_into_tensor_?\","),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("\"collective\": \"barrier\", \"call\": null,"), std::string::npos) << text;
     // A completed 1000-float all-reduce moved bytes both ways.
     EXPECT_EQ(text.find("\"bytes_sent\": 0, \"bytes_received\": 0}"), std::string::npos) << text;
   }

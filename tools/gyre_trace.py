@@ -84,7 +84,12 @@ def describe(e):
         s += f", peer {e['peer']}"
     elif e["root"] >= 0:
         s += f", root {e['root']}"
-    return s + ")"
+    return s + ")" + called(e)
+
+
+def called(e):
+    """The caller's name for the call, where it gave one (gyre_torch: torch's)."""
+    return f" called as {e['call']}" if e.get("call") else ""
 
 
 def signature(e):
@@ -173,7 +178,8 @@ def analyse(comm, dumps, last_n, out):
                and (first_fail is None or to_unix(dumps[r], e["start_ns"]) < first_fail)]
     if started:
         k = max(s for s, _ in started)
-        kind = next(per_rank[r][k]["collective"] for s, r in started if s == k)
+        first = next(per_rank[r][k] for s, r in started if s == k)
+        kind = first["collective"]
         late = {}
         reached = []
         for r in range(size):
@@ -196,12 +202,12 @@ def analyse(comm, dumps, last_n, out):
                                f"another had already given up")
                     reached.remove(r)
         if late:
-            out.append(f"not reached: {kind} #{k}: " +
+            out.append(f"not reached: {kind} #{k}{called(first)}: " +
                        "; ".join(f"rank {r} ({why})" for r, why in sorted(late.items())) +
                        f"; reached by {ranks_text(reached)}")
             if not first_bad:
-                verdicts.append(f"{ranks_text(late)} did not reach {kind} #{k}: the others "
-                                f"waited for it there")
+                verdicts.append(f"{ranks_text(late)} did not reach {kind} #{k}{called(first)}: "
+                                f"the others waited for it there")
         else:
             out.append(f"not reached: none: every rank started {kind} #{k}")
 

@@ -39,7 +39,11 @@ c10::intrusive_ptr<GyreWork> GyreBackend::newWork(c10d::OpType type, const std::
 void GyreBackend::issue(GyreWork& work, const std::string& what,
                         const std::function<gyreResult_t(gyreComm_t, gyreRequest_t*)>& call) {
   gyreRequest_t request = nullptr;
-  gyreResult_t result = call(comm_->comm, &request);
+  // torch's name for the call ("all_reduce", "all_gather_into_tensor"...: `what` starts
+  // with it) goes into the flight recorder's entry beside gyre's own.
+  const std::string name = what.substr(0, what.find(' '));
+  gyreResult_t result = gyreCommNameNextCall(comm_->comm, name.c_str());
+  if (result == gyreSuccess) result = call(comm_->comm, &request);
   if (result != gyreSuccess) {
     throw std::runtime_error("gyre backend, rank " + std::to_string(rank_) + ": " + what +
                              ": " + gyreGetLastError(nullptr));

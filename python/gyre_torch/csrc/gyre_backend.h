@@ -94,7 +94,8 @@ class GyreBackend : public BackendBase {
  private:
   friend struct Issuer;
   c10::intrusive_ptr<GyreWork> newWork(c10d::OpType type, const std::string& what);
-  // Issues one gyre call (a lambda returning its result) into work; throws on failure.
+  // Issues one gyre call (a lambda returning its result) into work, named in the flight
+  // recorder by `what`'s first word (torch's name for the call); throws on failure.
   void issue(GyreWork& work, const std::string& what,
              const std::function<gyreResult_t(gyreComm_t, gyreRequest_t*)>& call);
   // The all-gather plus local reduction for reductions gyre lacks; returns the Work
