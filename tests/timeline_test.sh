@@ -4,7 +4,8 @@
 # and, on GradSync's worker, one "bucket all-reduce" per bucket (the count gyre-train
 # prints) with the communicator's allreduce span nested inside it (same bytes) and the
 # schedule's phases nested in that; tools/gyre_timeline.py merges the ranks onto one
-# clock and reports each bucket's overlap with backward, which must be non-zero.
+# clock and reports each bucket's overlap with backward, which must be non-zero, and
+# draws steps 3-5 as a PNG.
 # Usage: timeline_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$1
@@ -75,10 +76,22 @@ for r in 0 1; do
   started=$(sed -n 's/.*buckets that started during backward \([0-9]*\)$/\1/p' <<< "$line")
   [ "$started" -gt 0 ] || fail "rank $r: no bucket all-reduce started during backward: $line"
 done
-# Unreadable input: exit 2, naming it.
+# The picture: steps 3 to 5 (of 16) of both ranks' training and GradSync rows, a PNG.
+/usr/bin/python3 "$src/tools/gyre_timeline.py" "$out/tl-0.json" "$out/tl-1.json" \
+  --draw "$out/tl.png" --window 3:5 > "$out/draw.txt" || fail "--draw failed"
+grep -q "^drawn: 4 rows, [0-9]* spans -> $out/tl.png$" "$out/draw.txt" ||
+  fail "--draw: $(cat "$out/draw.txt")"
+[ "$(head -c 8 "$out/tl.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] ||
+  fail "--draw wrote no PNG"
+# Unreadable input, a window the trace does not have: exit 2, naming it.
 echo '{}' > "$out/bad.json"
 set +e
 err=$(python3 "$src/tools/gyre_timeline.py" "$out/bad.json" 2>&1); rc=$?
 set -e
 [ $rc -eq 2 ] && [[ $err == *"bad.json: not a GYRE_TIMELINE file"* ]] || fail "bad input: $rc $err"
+set +e
+err=$(/usr/bin/python3 "$src/tools/gyre_timeline.py" "$out/tl-0.json" --draw "$out/x.png" \
+  --window 3:40 2>&1); rc=$?
+set -e
+[ $rc -eq 2 ] && [[ $err == *"--window 3:40: rank 0 has steps 0-15"* ]] || fail "bad window: $rc $err"
 echo "timeline_test: OK"
