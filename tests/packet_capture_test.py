@@ -288,7 +288,7 @@ def main():
         # Into a network namespace of its own, where lo carries this job's frames only.
         env = dict(os.environ, **{IN_NETNS: "1"})
         return subprocess.run(["unshare", "--net", sys.executable] + sys.argv, env=env,
-                              timeout=4 * JOB_TIMEOUT_S).returncode
+                              timeout=2 * JOB_TIMEOUT_S + 30).returncode
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     secret = secrets.token_hex(32)  # as gyrerun makes one: 64 hex digits
     with tempfile.TemporaryDirectory() as tmp:
