@@ -1,20 +1,72 @@
 #!/usr/bin/env bash
-# The numbers of docs/security.md: what the job's secret and GYRE_ENCRYPT cost, on
-# loopback, ranks started by hand (RANK/WORLD_SIZE/MASTER_*), gyre-bench from BUILD_DIR.
-#   tools/auth_bench.sh [reps]
+# The numbers of docs/security.md: what the job's secret and GYRE_ENCRYPT cost, gyre-bench
+# and gyrerun from BUILD_DIR (default build).
+#
+#   tools/auth_bench.sh [reps]           on loopback, ranks started by hand (RANK/WORLD_SIZE/MASTER_*):
 # 1. creation: wall time of a whole job of N ranks (launch to exit) that runs one 8-byte
 #    all-reduce, without and with a secret, N = 4 and 8 (the difference is creation's:
 #    the handshakes and the store's authentication; process start is in both);
 # 2. 8-byte all-reduce latency over tcp, 4 ranks, without and with a secret;
 # 3. busbw at 1-64 MiB over tcp, 4 ranks, with a secret, plaintext and GYRE_ENCRYPT=1.
+#
+#   tools/auth_bench.sh shaped [rounds] [rate]     root only
+# busbw at 1-64 MiB, ring all-reduce, with a secret, plaintext and GYRE_ENCRYPT=1 taking
+# turns ROUNDS times (default 4), each a job of 4 ranks on tools/netns_bench.sh's shaped
+# namespaces (4 hosts x 1 rank: every pipe is tcp over a veth shaped by tbf at RATE,
+# default 2gbit, both ways). Prints each run's rows (bytes busbw_out busbw_in, GB/s), then
+# per size the range of each mode and the ratio of the medians (encrypted / plaintext).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bench=${BUILD_DIR:-build}/bin/gyre-bench
-reps=${1:-5}
 secret_file=$(mktemp)
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$secret_file"
 chmod 600 "$secret_file"
 trap 'rm -f "$secret_file"' EXIT
+
+if [ "${1:-}" = shaped ]; then
+  rounds=${2:-4} rate=${3:-2gbit}
+  [[ $EUID -eq 0 ]] || { echo "auth_bench shaped: needs root (tools/netns_bench.sh)" >&2; exit 2; }
+  rows=$(mktemp)
+  trap 'rm -f "$secret_file" "$rows"' EXIT
+  echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(uptime | sed 's/.*load/load/'), $(nproc) cores"
+  echo "# tools/netns_bench.sh 4 1 $rate -b 1M -e 64M -f 4 -n 5 -w 1 -A ring, $rounds rounds"
+  for ((i = 1; i <= rounds; i++)); do
+    for mode in plain encrypt; do
+      extra="GYRE_TOKEN_FILE=$secret_file"
+      [ "$mode" = encrypt ] && extra+=" GYRE_ENCRYPT=1"
+      out=$(EXTRA_ENV="$extra" BIN=${BUILD_DIR:-build}/bin RUN_TIMEOUT=300 \
+            tools/netns_bench.sh 4 1 "$rate" -b 1M -e 64M -f 4 -n 5 -w 1 -A ring)
+      if grep -q FAILED <<<"$out" || ! grep -qE '^ +67108864 ' <<<"$out"; then
+        echo "$out"; echo "auth_bench shaped: round $i $mode failed" >&2; exit 1
+      fi
+      echo "busbw shaped n=4 $mode round $i (bytes busbw_out busbw_in), $(uptime | sed 's/.*load average: //'):"
+      now=$(awk '/^ +[0-9]+ /{print $1, $8, $12}' <<<"$out")
+      sed 's/^/  /' <<<"$now"
+      sed "s/^/$mode /" <<<"$now" >> "$rows"
+      grep '^# host' <<<"$out" | sed 's/^/  /'
+    done
+  done
+  echo "summary (GB/s, min-max over rounds, out of place / in place; ratio of medians):"
+  python3 - "$rows" <<'PY'
+import statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    mode, size, out, inp = line.split()
+    runs.setdefault((int(size), mode), []).append((float(out), float(inp)))
+def rng(v):
+    return "%.3f-%.3f" % (min(v), max(v))
+print("| size | plaintext | GYRE_ENCRYPT=1 | encrypted / plaintext |")
+print("|---|---|---|---|")
+for size in sorted({s for s, _ in runs}):
+    p, e = runs[(size, "plain")], runs[(size, "encrypt")]
+    col = lambda r: "%s / %s" % (rng([x[0] for x in r]), rng([x[1] for x in r]))
+    ratio = ["%.0f%%" % (100 * statistics.median([x[k] for x in e]) /
+                         statistics.median([x[k] for x in p])) for k in (0, 1)]
+    print("| %d MiB | %s | %s | %s / %s |" % (size >> 20, col(p), col(e), ratio[0], ratio[1]))
+PY
+  exit 0
+fi
+reps=${1:-5}
 
 port=$((30000 + RANDOM % 20000))
 job() {  # job N ENV... -- gyre-bench args: runs N ranks, prints rank 0's stdout
