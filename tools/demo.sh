@@ -24,7 +24,7 @@ if /usr/bin/python3 -c "import torch" 2>/dev/null && [ -d /usr/include/torch/csr
   (cd python && GYRE_CMAKE_BUILD_DIR="$PWD/../$out/cmake" /usr/bin/python3 setup.py -q build \
      --build-base "../$out/py" >"../$out/build.log" 2>&1) || {
     # The compiler's errors first: the log ends in setuptools' traceback, which hides them.
-    grep -E "(fatal )?error:" "$out/build.log" | head -20; tail -5 "$out/build.log"
+    grep -E "(fatal )?error: " "$out/build.log" | head -20; tail -5 "$out/build.log"
     echo "demo: building gyre_torch failed (full log: $out/build.log)"; exit 1; }
   export PYTHONPATH=$(ls -d "$out"/py/lib.*)
   for backend in gyre gloo; do

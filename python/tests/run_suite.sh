@@ -29,7 +29,7 @@ mkdir -p "$out"
 [ -d /usr/lib/ccache ] && export PATH=/usr/lib/ccache:$PATH
 export GYRE_CMAKE_BUILD_DIR=$out/cmake
 (cd "$here/.." && "$py" setup.py -q build --build-base "$out/py" >"$out/build.log" 2>&1) || {
-  grep -E "(fatal )?error:" "$out/build.log" | head -20; tail -20 "$out/build.log"
+  grep -E "(fatal )?error: " "$out/build.log" | head -20; tail -20 "$out/build.log"
   echo "FAILED: building gyre_torch against $line's torch (full log: $out/build.log)"; exit 1; }
 PYTHONPATH=$(ls -d "$out"/py/lib.*)
 export PYTHONPATH
