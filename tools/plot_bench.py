@@ -6,12 +6,16 @@
 RESULTS are files gyre-bench wrote with --csv or --json, or plain nccl-tests-style text
 tables (the stdout of gyre-bench or of nccl-tests' *_perf: `#` comment lines and 13-column
 rows `size count type redop root time algbw busbw #wrong time algbw busbw #wrong`;
-nccl-tests' older 12-column rows without root are read too). Each file is one series,
-labelled by -l (one per file, in order) or else by its file name; --series FIELD splits a
-file further by a row field (collective, algorithm, type or redop) and adds its value to
-the label. Both axes are log-scaled; sizes are labelled in B/KiB/MiB/GiB. Writes OUT.png
+nccl-tests' older 12-column rows without root are read too), or the tables of the peer
+all-reduce harness (gloo_bench, mpi_bench, torch_bench: 11-column rows `size count type
+redop time algbw busbw #wrong iters p50 busbw_p50`, one group, in place unless the `# sweep`
+line ends in out-of-place: plot them with --group in_place). Each file is one series,
+labelled by -l (one per file, in order) or else by its file name; --series FIELD splits
+a file further by a row field (collective, algorithm, type or redop) and adds its value
+to the label. Both axes are log-scaled; sizes are labelled in B/KiB/MiB/GiB. Writes OUT.png
 and OUT.svg (default ./bench), or only the format -o names when it ends in .png or .svg.
---group picks the out-of-place (default) or in-place numbers.
+--group picks the out-of-place (default) or in-place numbers. --link-rate GBPS draws a
+dashed line at that busbw (a shaped link's rate in GB/s: the ring's ceiling).
 
 Needs matplotlib (Debian: python3-matplotlib, installed by tools/setup.sh); standard
 library otherwise. Exit status 0 on success, 2 for a wrong command line or a file it
@@ -82,15 +86,20 @@ def read_csv(path):
 
 def read_table(path):
     """nccl-tests' text output: `#` comments (gyre-bench names the collective in
-    `# Collective test starting: gyre-bench NAME`), then whitespace-separated rows."""
+    `# Collective test starting: gyre-bench NAME`), then whitespace-separated rows.
+    Also the peer harness's 11-column rows (one group: time algbw busbw #wrong, then
+    iters p50 busbw_p50), in place unless its `# sweep ...` line ends in out-of-place."""
     rows = []
     collective = ""
     start = "# Collective test starting: gyre-bench "
+    harness_group = "in_place"
     with open(path, errors="replace") as f:
         for n, line in enumerate(f, start=1):
             where = f"{path}:{n}"
             if line.startswith(start):
                 collective = line[len(start):].strip()
+            if line.startswith("# sweep ") and line.rstrip().endswith("out-of-place"):
+                harness_group = "out_of_place"
             s = line.strip()
             if not s or s.startswith("#"):
                 continue
@@ -99,6 +108,9 @@ def read_table(path):
                 size, typ, redop, groups = w[0], w[2], w[3], (w[5:9], w[9:13])
             elif len(w) == 12:  # nccl-tests before the root column
                 size, typ, redop, groups = w[0], w[2], w[3], (w[4:8], w[8:12])
+            elif len(w) == 11:  # the peer harness: one group, then iters p50 busbw_p50
+                size, typ, redop = w[0], w[2], w[3]
+                groups = (w[4:8], None) if harness_group == "out_of_place" else (None, w[4:8])
             else:
                 continue  # nccl-tests also prints lines such as "#  Rank ..." without '#'
             try:
@@ -107,11 +119,12 @@ def read_table(path):
             except ValueError:
                 continue
             for g, fields in zip(GROUPS, groups):
-                t, b = number(fields[0], where), number(fields[2], where)
+                t, b = (number(fields[0], where), number(fields[2], where)) if fields else (None, None)
                 row[g] = (t, b) if t is not None else None
             rows.append(row)
     if not rows:
-        raise InputError(f"{path}: no result rows (expected nccl-tests' 13-column table)")
+        raise InputError(f"{path}: no result rows (expected nccl-tests' 13-column table "
+                         "or the peer harness's 11-column one)")
     return rows
 
 
@@ -159,6 +172,8 @@ def main(argv):
     p.add_argument("--series", choices=FIELDS, help="split each file's rows by this field")
     p.add_argument("--group", choices=GROUPS, default="out_of_place")
     p.add_argument("--title", default=None)
+    p.add_argument("--link-rate", type=float, metavar="GBPS",
+                   help="draw a dashed line at this busbw (GB/s), e.g. a shaped link's rate")
     args = p.parse_args(argv)
     if len(args.label) > len(args.files):
         p.error(f"{len(args.label)} labels for {len(args.files)} files")
@@ -194,6 +209,9 @@ def main(argv):
         print(f"plot_bench: no {args.group} rows with a size > 0 in {', '.join(args.files)}",
               file=sys.stderr)
         return 2
+    if args.link_rate:
+        ax_bw.axhline(args.link_rate, color="black", linestyle="--", linewidth=1,
+                      label=f"link rate ({args.link_rate:g} GB/s)")
     group = args.group.replace("_", "-")
     for ax, ylabel, title in ((ax_bw, "bus bandwidth (GB/s)", "busbw"),
                               (ax_t, "time per op (us)", "time")):
