@@ -22,8 +22,17 @@ BR=gybr0 NET=10.216.0
 BIN=$(cd "$BIN" && pwd)
 
 down() {
-  for ((i = 0; i < H; i++)); do ip netns del gyb$i 2>/dev/null || true; done
+  for ((i = 0; i < H; i++)); do
+    ip link del gybh$i 2>/dev/null || true  # the pair with it
+    ip netns del gyb$i 2>/dev/null || true
+  done
   ip link del $BR 2>/dev/null || true
+  # A namespace's links go away after `ip netns del` returns: wait (bounded) so that a run
+  # started right after this one does not find them ("RTNETLINK answers: File exists").
+  for ((t = 0; t < 100; t++)); do
+    ip -br link show 2>/dev/null | grep -qE "^(gybh[0-9]+|$BR)[@ ]" || break
+    sleep 0.05
+  done
 }
 trap down EXIT
 down
