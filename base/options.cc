@@ -158,6 +158,9 @@ Options Options::fromEnvironment() {
     }
   }
   if (const char* v = env("GYRE_HOST_ID")) o.hostId = v;
+  if (const char* v = env("GYRE_NICS_PER_HOST")) {
+    o.nicsPerHost = static_cast<int>(parseInteger(v, "GYRE_NICS_PER_HOST", 1, 1024));
+  }
   if (const char* v = env("GYRE_LINK_PROBE")) {
     o.linkProbe = parseInteger(v, "GYRE_LINK_PROBE", 0, 1) == 1;
   }

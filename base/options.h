@@ -70,6 +70,13 @@ struct GYRE_API Options {
   // GYRE_LINK_PROBE=0|1: on >= 2 hosts with GYRE_ALGO=auto, measure the inter-host link
   // at creation (ring/host_link_calibration.h) instead of using fixed constants.
   bool linkProbe = true;
+  // GYRE_NICS_PER_HOST: how many NICs a host's ranks spread their inter-host traffic over
+  // (1..1024; local rank i uses NIC i mod N). The cost model charges each NIC the bytes of
+  // the ranks on it: 1 (the default) is one shared NIC per host; a GPU server with a NIC
+  // per GPU sets it to its ranks per host, where rd and hier cross hosts 8 times wider
+  // (docs/simulator.md, "One NIC per rank"). gyre cannot see this itself: the link probe
+  // measures one pair of leaders. Equal on every rank.
+  int nicsPerHost = 1;
   // GYRE_REDUCE_ISA=auto|portable|avx2|avx512: forces the host reduction's ISA (tests and
   // debugging). The spelling is checked here; whether this CPU runs it, by
   // host_kernels/reduce.cc, which the communicator asks at creation.

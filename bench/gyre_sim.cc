@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +28,8 @@
 #include "bench/bench_options.h"
 #include "bench/results_table.h"
 #include "bench/sim_options.h"
+#include "collectives/recursive_doubling.h"
+#include "collectives/topology_choice.h"
 #include "sim/sim_world.h"
 
 namespace gyre::bench {
@@ -96,8 +99,9 @@ void printHeader(const sim::SimWorld& w, const BenchOptions& o, const Collective
   std::printf("# gyre-sim: %s\n", w.options().network.describe().c_str());
   std::printf(
       "# gyre-sim: the model's inter-host cost as the link probe would measure it: "
-      "alpha %.1f us, %.0f MB/s\n",
-      w.cost().inter.alphaUs, w.cost().inter.bytesPerUs);
+      "alpha %.1f us, %.0f MB/s; %d NIC%s a host (GYRE_NICS_PER_HOST)\n",
+      w.cost().inter.alphaUs, w.cost().inter.bytesPerUs, w.cost().nicsPerHost,
+      w.cost().nicsPerHost == 1 ? "" : "s");
   std::printf("#\n");
   printColumnHeads();
 }
@@ -135,8 +139,21 @@ int runPicks(sim::SimWorld& w, const BenchOptions& o) {
     CollectiveCall call;
     call.count = l.count;
     call.dtype = t;
-    std::printf("pick: bytes=%zu ranks=%d algo=%s\n", l.bytes, w.size(),
-                algoLabel(w.algorithmFor(call)));
+    // The model's own predictions beside the pick, to set against --compare-algos'
+    // simulated times (rd only where it fits a slot, hier only where hosts allow it).
+    std::string model;
+    for (AllReduceAlgo a : {AllReduceAlgo::kRing, AllReduceAlgo::kTree,
+                            AllReduceAlgo::kRecursiveDoubling, AllReduceAlgo::kHierarchical}) {
+      if (a == AllReduceAlgo::kRecursiveDoubling &&
+          !recursiveDoublingFits(l.bytes, w.options().gyre.slotBytes)) {
+        continue;
+      }
+      if (a == AllReduceAlgo::kHierarchical && !w.topology().hierarchical()) continue;
+      model += fmt::format(" model_{}_us={:.1f}", algoName(a),
+                           predictTopologyMicros(a, l.bytes, w.topology(), w.cost()));
+    }
+    std::printf("pick: bytes=%zu ranks=%d algo=%s%s\n", l.bytes, w.size(),
+                algoLabel(w.algorithmFor(call)), model.c_str());
   }
   return 0;
 }
@@ -214,7 +231,16 @@ int main(int argc, char** argv) {
     so.network = cl.network;
     so.gyre = Options::fromEnvironment();
     if (options.algo) so.gyre.algo = *options.algo;
+    // The cost model is told the cluster's NIC layout, as a user sets GYRE_NICS_PER_HOST
+    // on it; an explicit GYRE_NICS_PER_HOST (what auto does when told otherwise) wins.
+    if (std::getenv("GYRE_NICS_PER_HOST") == nullptr) {
+      so.gyre.nicsPerHost = cl.network.nicPerRank
+                                ? *std::max_element(cl.network.hostSizes.begin(),
+                                                    cl.network.hostSizes.end())
+                                : 1;
+    }
     so.payload = false;
+    so.callsBefore = cl.callsBefore;
     sim::SimWorld world(so);
     if (cl.picksOnly) return bench::runPicks(world, options);
     if (cl.compareAlgos) return bench::runCompare(world, options, cl.timing);

@@ -28,14 +28,24 @@ constexpr double kInterBytesPerUs = 240.0;
 // The slot size the pipelined hierarchical form's threshold assumes (Options' default).
 constexpr double kPipelineSlotBytes = 128 * 1024;
 
-// Per-host bytes out and in; the larger of the two over all hosts.
+// Per-NIC bytes out and in over the edges that cross hosts; the larger of the two over
+// all NICs. A host's NIC k carries its local ranks k, k + N, k + 2N, ...
 struct HostLoad {
+  const HostTopology& t;
+  int nics;
   std::vector<double> out, in;
-  explicit HostLoad(int hosts) : out(hosts, 0.0), in(hosts, 0.0) {}
-  void edge(const HostTopology& t, int from, int to, double bytes) {
+  HostLoad(const HostTopology& topology, int nicsPerHost)
+      : t(topology),
+        nics(std::max(1, nicsPerHost)),
+        out(static_cast<size_t>(topology.hostCount()) * nics, 0.0),
+        in(out.size(), 0.0) {}
+  size_t nicOf(int rank) const {
+    return static_cast<size_t>(t.hostOf[rank]) * nics + t.localIndexOf[rank] % nics;
+  }
+  void edge(int from, int to, double bytes) {
     if (t.hostOf[from] == t.hostOf[to]) return;
-    out[t.hostOf[from]] += bytes;
-    in[t.hostOf[to]] += bytes;
+    out[nicOf(from)] += bytes;
+    in[nicOf(to)] += bytes;
   }
   double busiest() const {
     double m = 0;
@@ -104,8 +114,9 @@ double rdChainAlpha(const HostTopology& t, const TwoLevelCost& c) {
 
 }  // namespace
 
-TwoLevelCost twoLevelCost(bool intraShm) {
+TwoLevelCost twoLevelCost(bool intraShm, int nicsPerHost) {
   TwoLevelCost c;
+  c.nicsPerHost = std::max(1, nicsPerHost);
   c.intra = linkCost(intraShm);
   c.inter = linkCost(false);
   c.inter.alphaUs = kInterAlphaUs;
@@ -113,8 +124,9 @@ TwoLevelCost twoLevelCost(bool intraShm) {
   return c;
 }
 
-TwoLevelCost twoLevelCost(bool intraShm, double interAlphaUs, double interBytesPerUs) {
-  TwoLevelCost c = twoLevelCost(intraShm);
+TwoLevelCost twoLevelCost(bool intraShm, double interAlphaUs, double interBytesPerUs,
+                          int nicsPerHost) {
+  TwoLevelCost c = twoLevelCost(intraShm, nicsPerHost);
   c.measured = interAlphaUs > 0 && interBytesPerUs > 0;
   if (c.measured) {
     c.inter.alphaUs = interAlphaUs;
@@ -123,36 +135,39 @@ TwoLevelCost twoLevelCost(bool intraShm, double interAlphaUs, double interBytesP
   return c;
 }
 
-double busiestHostLinkBytes(AllReduceAlgo algo, size_t bytes, const HostTopology& t) {
+double busiestHostLinkBytes(AllReduceAlgo algo, size_t bytes, const HostTopology& t,
+                            int nicsPerHost) {
   const int n = t.size();
   const double s = static_cast<double>(bytes);
-  HostLoad load(t.hostCount());
+  HostLoad load(t, nicsPerHost);
   switch (algo) {
     case AllReduceAlgo::kRing:
-      for (int r = 0; r < n; ++r) load.edge(t, r, (r + 1) % n, 2.0 * (n - 1) / n * s);
+      for (int r = 0; r < n; ++r) load.edge(r, (r + 1) % n, 2.0 * (n - 1) / n * s);
       break;
     case AllReduceAlgo::kTree:
       for (int r = 0; r < n; ++r) {
         const DoubleTree dt = doubleBinaryTree(r, n);
         for (const TreeLinks& links : dt.tree) {
           if (links.parent < 0) continue;
-          load.edge(t, r, links.parent, s / 2);  // up: this tree's half
-          load.edge(t, links.parent, r, s / 2);  // down
+          load.edge(r, links.parent, s / 2);  // up: this tree's half
+          load.edge(links.parent, r, s / 2);  // down
         }
       }
       break;
     case AllReduceAlgo::kRecursiveDoubling:
       for (int r = 0; r < n; ++r) {
-        for (int peer : recursiveDoublingPeers(r, n)) load.edge(t, r, peer, s);
+        for (int peer : recursiveDoublingPeers(r, n)) load.edge(r, peer, s);
       }
       break;
     case AllReduceAlgo::kHierarchical: {
-      if (!t.hierarchical()) return busiestHostLinkBytes(AllReduceAlgo::kRing, bytes, t);
+      if (!t.hierarchical()) {
+        return busiestHostLinkBytes(AllReduceAlgo::kRing, bytes, t, nicsPerHost);
+      }
       const int hosts = t.hostCount();
       if (!t.even()) {  // the leaders-only form: one ring of the leaders on the whole buffer
         const std::vector<int> leaders = t.leaders();
         for (int h = 0; h < hosts; ++h) {
-          load.edge(t, leaders[h], leaders[(h + 1) % hosts], 2.0 * (hosts - 1) / hosts * s);
+          load.edge(leaders[h], leaders[(h + 1) % hosts], 2.0 * (hosts - 1) / hosts * s);
         }
         break;
       }
@@ -160,7 +175,7 @@ double busiestHostLinkBytes(AllReduceAlgo algo, size_t bytes, const HostTopology
       for (int l = 0; l < t.ranksPerHost(); ++l) {
         const std::vector<int> group = t.crossHostGroup(l);
         for (int h = 0; h < hosts; ++h) {
-          load.edge(t, group[h], group[(h + 1) % hosts], 2.0 * (hosts - 1) / hosts * shard);
+          load.edge(group[h], group[(h + 1) % hosts], 2.0 * (hosts - 1) / hosts * shard);
         }
       }
       break;
@@ -174,7 +189,8 @@ double predictTopologyMicros(AllReduceAlgo algo, size_t bytes, const HostTopolog
                              const TwoLevelCost& cost) {
   const double n = t.size();
   const double s = static_cast<double>(bytes);
-  const double link = busiestHostLinkBytes(algo, bytes, t) / cost.inter.bytesPerUs;
+  const double link =
+      busiestHostLinkBytes(algo, bytes, t, cost.nicsPerHost) / cost.inter.bytesPerUs;
   const double ringRankBytes = 2 * (n - 1) / n * s;
   const double tree = cost.intra.treeBytesRatio[std::min(t.size(), 8)];
   switch (algo) {
@@ -281,15 +297,16 @@ namespace {
 
 // Edges of the flat ring (r -> r+1) or of the host-ordered chain from `root` (without
 // the empty closing slice's edge back to the root), each carrying `bytes`.
-double chainLinkBytes(bool twoLevel, size_t bytes, int root, const HostTopology& t) {
+double chainLinkBytes(bool twoLevel, size_t bytes, int root, const HostTopology& t,
+                      int nicsPerHost) {
   const int n = t.size();
-  HostLoad load(t.hostCount());
+  HostLoad load(t, nicsPerHost);
   const double s = static_cast<double>(bytes);
   if (twoLevel) {
     const std::vector<int> order = t.hostOrderFrom(root);
-    for (int i = 0; i + 1 < n; ++i) load.edge(t, order[i], order[i + 1], s);
+    for (int i = 0; i + 1 < n; ++i) load.edge(order[i], order[i + 1], s);
   } else {
-    for (int k = 0; k + 1 < n; ++k) load.edge(t, (root + k) % n, (root + k + 1) % n, s);
+    for (int k = 0; k + 1 < n; ++k) load.edge((root + k) % n, (root + k + 1) % n, s);
   }
   return load.busiest();
 }
@@ -302,21 +319,24 @@ double predictCollectiveMicros(CollectiveKind kind, bool twoLevel, size_t bytes,
   const double s = static_cast<double>(bytes);
   if (kind == CollectiveKind::kAllGather) {  // bytes: one rank's share
     if (!twoLevel) {
-      HostLoad load(t.hostCount());
-      for (int r = 0; r < t.size(); ++r) load.edge(t, r, (r + 1) % t.size(), (n - 1) * s);
+      HostLoad load(t, cost.nicsPerHost);
+      for (int r = 0; r < t.size(); ++r) load.edge(r, (r + 1) % t.size(), (n - 1) * s);
       return cost.inter.alphaUs * (n - 1) +
              std::max(load.busiest() / cost.inter.bytesPerUs, (n - 1) * s / cost.intra.bytesPerUs);
     }
     const double h = t.hostCount();
     const double l = t.ranksPerHost();
-    const double link = l * (h - 1) * s;  // every host: L rings, H - 1 shares each
+    // Every host: L rings, H - 1 shares each; a NIC carries ceil(L / N) of them.
+    const int nics = std::max(1, std::min(cost.nicsPerHost, t.ranksPerHost()));
+    const double link = std::ceil(l / nics) * (h - 1) * s;
     return cost.inter.alphaUs * ((h - 1) + (l - 1)) +
            std::max(link / cost.inter.bytesPerUs, (h - 1) * s / cost.intra.bytesPerUs) +
            (l - 1) * h * s / cost.intra.bytesPerUs;
   }
   // Broadcast and reduce: a pipelined chain of n - 1 hops carrying the buffer.
   return cost.inter.alphaUs * (n - 1) +
-         std::max(chainLinkBytes(twoLevel, bytes, root, t) / cost.inter.bytesPerUs,
+         std::max(chainLinkBytes(twoLevel, bytes, root, t, cost.nicsPerHost) /
+                      cost.inter.bytesPerUs,
                   s / cost.intra.bytesPerUs);
 }
 

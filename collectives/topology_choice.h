@@ -1,23 +1,30 @@
 // The all-reduce choice for a communicator that spans several hosts: the cost model of
 // collectives/algorithm_choice.h with a second level. Inside a host the links are the
-// flat model's (shm, or tcp when GYRE_TRANSPORT=tcp); between hosts each host has one
-// link (its NIC) of `inter` cost, shared by every pipe that leaves the host. Per
-// algorithm, predicted microseconds =
+// flat model's (shm, or tcp when GYRE_TRANSPORT=tcp); between hosts each host has
+// nicsPerHost NICs (GYRE_NICS_PER_HOST; local rank i on NIC i mod N) of `inter` cost
+// each, a NIC shared by every pipe of its ranks that leaves the host. Per algorithm,
+// predicted microseconds =
 //
-//   latency  steps x alpha of the slowest hop (inter); the hierarchical schedule has
-//            2(L-1) intra + 2(H-1) inter steps, all charged at that alpha (measured)
-//   bytes    max(busiest host link: max over hosts of the bytes it sends or receives,
-//                 computed from the algorithm's actual edges (ring r -> r+1, the
-//                 double binary tree's parent/child edges, recursive doubling's
-//                 partners) / inter.bytesPerUs,
+//   latency  the algorithm's critical chain of hops, each hop at the alpha of its kind
+//            (inside a host intra's, across hosts inter's): the ring's 2(n-1) hops,
+//            the double tree's deepest path up and down, rd's partners, hier's 2(L-1)
+//            host and 2(H-1) link steps
+//   bytes    max(busiest NIC: max over NICs of the bytes it sends or receives, computed
+//                 from the algorithm's actual edges (ring r -> r+1, the double binary
+//                 tree's parent/child edges, recursive doubling's partners, hier's
+//                 cross-host rings) / inter.bytesPerUs,
 //                the busiest rank's bytes / intra.bytesPerUs (the CPU-bound ceiling))
-//            the hierarchical schedule adds its two intra-host phases to its inter one
-//            (one after the other), or when pipelined (above 2 slots per local rank)
-//            takes the larger of the two plus 1/8 of the smaller; the leaders-only form
-//            (unequal hosts) adds two shm chains of S each.
+//            the tree adds its pipeline's fill (a slice up and down its path); the
+//            hierarchical schedule adds its two intra-host phases to its inter one (one
+//            after the other), or when pipelined (above 2 slots per local rank) takes
+//            the larger of the two plus 1/8 of the smaller, its pieces' link chains
+//            counted with the link; the leaders-only form (unequal hosts) adds two shm
+//            chains of S each.
+// Each term's origin and the gaps it closed: docs/simulator.md, "Auto's choice".
 //
 // The inter-host constants: measured at creation by a probe between two host leaders
-// (ring/host_link_calibration.h), else the fixed ones of topology_choice.cc.
+// (ring/host_link_calibration.h: one NIC's rate), else the fixed ones of
+// topology_choice.cc.
 //
 // So on link-bound networks the tree (which sends about 2S per inner rank, against the
 // ring's 2(n-1)/n S) loses to the ring, and the hierarchical schedule (2(H-1)/H S per
@@ -41,17 +48,21 @@ struct TwoLevelCost {
   LinkCost intra;  // between ranks of one host
   LinkCost inter;  // alphaUs per hop between hosts, bytesPerUs of one host's link
   bool measured = false;  // inter from the creation probe (collectives/link_probe.h)
+  int nicsPerHost = 1;    // GYRE_NICS_PER_HOST: NICs a host's cross-host bytes spread over
 };
 
 // The table's entry: intra-host from linkCost(intraShm), inter-host the fixed constants
 // measured once on shaped links between network namespaces (topology_choice.cc).
-TwoLevelCost twoLevelCost(bool intraShm);
+TwoLevelCost twoLevelCost(bool intraShm, int nicsPerHost = 1);
 // The same with inter-host alpha and bytesPerUs measured on this communicator's links;
 // either <= 0 (the probe did not run): the fixed constants.
-TwoLevelCost twoLevelCost(bool intraShm, double interAlphaUs, double interBytesPerUs);
+TwoLevelCost twoLevelCost(bool intraShm, double interAlphaUs, double interBytesPerUs,
+                          int nicsPerHost = 1);
 
-// Bytes the busiest host link carries in one direction for an all-reduce of `bytes`.
-double busiestHostLinkBytes(AllReduceAlgo algo, size_t bytes, const HostTopology& topology);
+// Bytes the busiest NIC carries in one direction for an all-reduce of `bytes`, with
+// `nicsPerHost` NICs a host (local rank i on NIC i mod nicsPerHost).
+double busiestHostLinkBytes(AllReduceAlgo algo, size_t bytes, const HostTopology& topology,
+                            int nicsPerHost = 1);
 
 double predictTopologyMicros(AllReduceAlgo algo, size_t bytes, const HostTopology& topology,
                              const TwoLevelCost& cost);

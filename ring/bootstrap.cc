@@ -171,9 +171,10 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
   // the secret from it.
   mine.token = p.token.empty() ? "-" : claimFingerprint(p.token);
   mine.settings = fmt::format(
-      "GYRE_ALGO={} GYRE_SLOT_BYTES={} GYRE_SLOTS={} GYRE_NSOCKS={} GYRE_ENCRYPT={} protocol={}",
+      "GYRE_ALGO={} GYRE_SLOT_BYTES={} GYRE_SLOTS={} GYRE_NSOCKS={} GYRE_ENCRYPT={} "
+      "GYRE_NICS_PER_HOST={} protocol={}",
       algoName(options.algo), options.slotBytes, options.slots, options.nsocks,
-      options.encrypt ? 1 : 0, kJoinProtocolVersion);
+      options.encrypt ? 1 : 0, options.nicsPerHost, kJoinProtocolVersion);
   log(LogLevel::kInfo, p.rank, "listening on {}", bound.toString());
   const std::vector<Claim> claims = join.checkIn(mine);
   for (const Claim& c : claims) set.hostIds.push_back(c.hostId);

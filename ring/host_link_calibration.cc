@@ -48,7 +48,7 @@ double parsed(const std::string& s) { return s == "none" ? 0 : std::strtod(s.c_s
 TwoLevelCost calibrateHostLinks(Store& store, const PrimitiveContext& base, const PeerPipes& pipes,
                                 const HostTopology& topology, int rank, const Options& options,
                                 bool allShm, bool intraShm) {
-  const TwoLevelCost fixed = twoLevelCost(intraShm);
+  const TwoLevelCost fixed = twoLevelCost(intraShm, options.nicsPerHost);
   if (topology.hostCount() < 2) return fixed;
   if (options.algo != AllReduceAlgo::kAuto || !options.linkProbe) {
     if (rank == 0) {
@@ -105,14 +105,14 @@ TwoLevelCost calibrateHostLinks(Store& store, const PrimitiveContext& base, cons
   }
   const double slope = parsed(store.getString("probe/rate"));
   const double rate = slope > 0 && streamRate > 0 ? std::min(slope, streamRate) : 0;
-  const TwoLevelCost cost = twoLevelCost(intraShm, alpha, rate);
+  const TwoLevelCost cost = twoLevelCost(intraShm, alpha, rate, options.nicsPerHost);
   if (rank == 0) {
     log(LogLevel::kInfo, rank,
-        "host links ({}) {} between ranks {} and {}: alpha {:.1f} us, {:.0f} MB/s{}; auto's "
-        "all-reduce: {}",
+        "host links ({}) {} between ranks {} and {}: alpha {:.1f} us, {:.0f} MB/s{}, {} NIC{} "
+        "a host (GYRE_NICS_PER_HOST); auto's all-reduce: {}",
         topology.describe(), cost.measured ? "measured" : "NOT measured", initiator, responder,
         cost.inter.alphaUs, cost.inter.bytesPerUs, cost.measured ? "" : " (fixed constants)",
-        bands(options, topology, allShm, cost));
+        cost.nicsPerHost, cost.nicsPerHost == 1 ? "" : "s", bands(options, topology, allShm, cost));
   }
   return cost;
 }

@@ -1,5 +1,7 @@
 #include "sim/sim_world.h"
 
+#include <algorithm>
+
 #include <sys/mman.h>
 
 #include <string>
@@ -34,9 +36,10 @@ SimWorld::SimWorld(const SimOptions& options)
     fail(ErrorCode::kInvalidArgument, "sim: pipes need at least 2 slots of 64 bytes");
   }
   // As a communicator: the shm table inside hosts; across hosts what the probe measures.
-  cost_ = topology_.hostCount() >= 2 ? twoLevelCost(true, options.network.probeAlphaUs(),
-                                                    options.network.probeBytesPerUs())
-                                     : twoLevelCost(true);
+  cost_ = topology_.hostCount() >= 2
+              ? twoLevelCost(true, options.network.probeAlphaUs(),
+                             options.network.probeBytesPerUs(), options.gyre.nicsPerHost)
+              : twoLevelCost(true, options.gyre.nicsPerHost);
   pipes_.resize(static_cast<size_t>(size_));
   if (size_ <= options.allPairsMaxRanks) {
     for (int a = 0; a < size_; ++a) {
@@ -100,10 +103,12 @@ SimResult SimWorld::run(CollectiveCall call, const BufferFn& buffers, bool keepA
   };
   SimResult result = runBodies(body);
   if (options_.network.linkBurstBytes > 0) {
-    // Shaped links: time the call that follows an identical one, as gyre-bench times
-    // back-to-back ops, so the token buckets hold what is left after a call, not full.
-    call.seq = seq_++;
-    result = runBodies(body, /*after=*/true);
+    // Shaped links: time the call that follows identical ones, as gyre-bench times
+    // back-to-back ops, so the token buckets hold what is left after them, not full.
+    for (int k = 0; k < std::max(1, options_.callsBefore); ++k) {
+      call.seq = seq_++;
+      result = runBodies(body, /*after=*/true);
+    }
   }
   result.algo = call.algo;
   return result;

@@ -91,6 +91,23 @@ TEST(AlgorithmChoice, RanksWithDifferentSettingsFailAtCreation) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
 }
 
+// The NIC count decides auto's pick, so it must be equal too: named at creation.
+TEST(AlgorithmChoice, RanksWithDifferentNicCountsFailAtCreation) {
+  SpawnOptions so;
+  so.options.timeout = std::chrono::seconds(20);
+  so.perRank = [](int rank, Options& o) { o.nicsPerHost = rank == 1 ? 8 : 1; };
+  try {
+    spawn(3, [](Communicator& comm) {
+      check(false, "rank {}: created a communicator with mixed GYRE_NICS_PER_HOST", comm.rank());
+    }, so);
+    FAIL() << "spawn succeeded";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("GYRE_NICS_PER_HOST=8"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("GYRE_NICS_PER_HOST=1"), std::string::npos) << msg;
+  }
+}
+
 // Should ranks still run different algorithms (the choice's inputs differ in a way the
 // creation check does not see), the algorithm in every slice's tag makes it a mismatch.
 TEST(AlgorithmChoice, TheAlgorithmIsPartOfTheTag) {

@@ -267,6 +267,40 @@ TEST(TopologyChoice, HostLinkBytes) {
   EXPECT_DOUBLE_EQ(busiestHostLinkBytes(AllReduceAlgo::kHierarchical, s, uneven), 1.0 * s);
 }
 
+// GYRE_NICS_PER_HOST: local rank i sends on NIC i mod N, so a host's cross-host bytes
+// spread over its NICs. 2 hosts x 4: hier's 4 cross rings each carry S/4 (one ring a
+// NIC with 4 NICs); rd's xor-4 partners all cross, S each; the ring's one crossing
+// rank per host carries the same 2(n-1)/n S whatever N.
+TEST(TopologyChoice, NicsPerHostSpreadTheCrossTraffic) {
+  const size_t s = 8 << 20;
+  const HostTopology twoByFour = topologyOf({0, 0, 0, 0, 1, 1, 1, 1});
+  EXPECT_DOUBLE_EQ(busiestHostLinkBytes(AllReduceAlgo::kHierarchical, s, twoByFour, 1), 1.0 * s);
+  EXPECT_DOUBLE_EQ(busiestHostLinkBytes(AllReduceAlgo::kHierarchical, s, twoByFour, 4), s / 4.0);
+  EXPECT_DOUBLE_EQ(busiestHostLinkBytes(AllReduceAlgo::kHierarchical, s, twoByFour, 2), s / 2.0);
+  EXPECT_DOUBLE_EQ(busiestHostLinkBytes(AllReduceAlgo::kRecursiveDoubling, s, twoByFour, 1),
+                   4.0 * s);
+  EXPECT_DOUBLE_EQ(busiestHostLinkBytes(AllReduceAlgo::kRecursiveDoubling, s, twoByFour, 4),
+                   1.0 * s);
+  EXPECT_DOUBLE_EQ(busiestHostLinkBytes(AllReduceAlgo::kRing, s, twoByFour, 4),
+                   busiestHostLinkBytes(AllReduceAlgo::kRing, s, twoByFour, 1));
+  // More NICs than ranks: one a rank, the rest idle.
+  EXPECT_DOUBLE_EQ(busiestHostLinkBytes(AllReduceAlgo::kHierarchical, s, twoByFour, 64), s / 4.0);
+  // The choice it changes (gyre-sim, 8 x 8 at 25 Gbit/s, 32 KiB: one NIC a rank, rd
+  // 165 us and the tree 284; one NIC a host, rd 353 us, behind the tree and hier).
+  std::vector<int> hosts;
+  for (int r = 0; r < 64; ++r) hosts.push_back(r / 8);
+  const HostTopology eightByEight = topologyOf(hosts);
+  Options o;
+  EXPECT_NE(chooseForTopology(o, 32 << 10, eightByEight, false, twoLevelCost(true, 10, 3125, 1)),
+            AllReduceAlgo::kRecursiveDoubling);
+  EXPECT_EQ(chooseForTopology(o, 32 << 10, eightByEight, false, twoLevelCost(true, 10, 3125, 8)),
+            AllReduceAlgo::kRecursiveDoubling);
+  // The constructor keeps it, and never below one.
+  EXPECT_EQ(twoLevelCost(true, 10, 3125, 8).nicsPerHost, 8);
+  EXPECT_EQ(twoLevelCost(true, 0).nicsPerHost, 1);
+  EXPECT_EQ(twoLevelCost(true).nicsPerHost, 1);
+}
+
 TEST(TopologyChoice, TwoLevelFormsWhereThePlacementPays) {
   Options o;
   const TwoLevelCost cost = twoLevelCost(true);

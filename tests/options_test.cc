@@ -52,7 +52,7 @@ constexpr const char* kAllVariables[] = {
     "GYRE_DEBUG",     "GYRE_TIMEOUT",    "GYRE_STALL_WARN",    "GYRE_SLOT_BYTES",    "GYRE_SLOTS",
     "GYRE_TRANSPORT", "GYRE_ALGO",       "GYRE_SYNC_PRIORITY", "GYRE_SOCKET_IFNAME", "GYRE_TOKEN",
     "GYRE_HOST_ID",   "GYRE_REDUCE_ISA", "GYRE_SPIN_US",       "GYRE_TRACE_BUFFER",  "GYRE_TRACE_DIR",
-    "GYRE_TIMELINE",  "GYRE_TOKEN_FILE", "GYRE_ENCRYPT"};
+    "GYRE_TIMELINE",  "GYRE_TOKEN_FILE", "GYRE_ENCRYPT",       "GYRE_NSOCKS",        "GYRE_NICS_PER_HOST"};
 
 // Options parsed with only `name=value` set (the other variables unset, whatever the
 // environment the suite runs in holds).
@@ -210,6 +210,18 @@ TEST(Options, NsocksBetweenOneAndSixteen) {
     expectRejected(
         "GYRE_NSOCKS", bad,
         {(std::string("GYRE_NSOCKS='") + bad + "' is not an integer in [1, 16]").c_str()});
+  }
+}
+
+TEST(Options, NicsPerHostBetweenOneAnd1024) {
+  EXPECT_EQ(Options{}.nicsPerHost, 1);
+  EXPECT_EQ(parsedWith("GYRE_NICS_PER_HOST", "8").nicsPerHost, 8);
+  EXPECT_EQ(parsedWith("GYRE_NICS_PER_HOST", "1024").nicsPerHost, 1024);
+  for (const char* bad : {"0", "1025", "-2", "eight"}) {
+    expectRejected("GYRE_NICS_PER_HOST", bad,
+                   {(std::string("GYRE_NICS_PER_HOST='") + bad +
+                     "' is not an integer in [1, 1024]")
+                        .c_str()});
   }
 }
 
