@@ -22,6 +22,8 @@ Cluster:
   --link-burst BYTES       a token bucket on each NIC side, as tc's tbf (default 0: none;
                            tools/netns_bench.sh's links: max(128 KiB, 2 ms of the rate))
   --link-peak RATE         what the bucket's bytes pass at (default 2500: a veth)
+  --calls-before N         with a bucket: identical calls before the timed one (default
+                           1; gyre-bench --compare-algos' steady state: 4)
   --oversub R              leaf uplinks carry 1/R of their hosts' NIC capacity (default 1)
   --hosts-per-leaf N       hosts under one leaf switch (default 16 with --oversub, else
                            one switch for all)
@@ -100,6 +102,8 @@ SimCommandLine parseSimCommandLine(int argc, char** argv) {
       if (v != "rank" && v != "host")
         fail(ErrorCode::kInvalidArgument, "--nic rank|host, got '{}'", v);
       m.nicPerRank = v == "rank";
+    } else if (a == "--calls-before") {
+      c.callsBefore = positive(a, value());
     } else if (a == "--oversub") {
       m.oversub = number(a, value());
       if (m.oversub < 1) fail(ErrorCode::kInvalidArgument, "--oversub wants >= 1");

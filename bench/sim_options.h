@@ -21,6 +21,7 @@ struct SimCommandLine {
   bool timing = false;     // --timing: each row's simulation wall time on stderr
   bool picksOnly = false;  // --picks: auto's all-reduce pick per size, nothing simulated
   bool help = false;
+  int callsBefore = 1;     // --calls-before: shaped links, identical calls before the timed one
   // What is left for gyre-bench's parser, argv[0] first.
   std::vector<std::string> benchArgs;
 };

@@ -23,8 +23,9 @@
 // Contract: one thread. run() is collective over the simulated ranks: every rank runs
 // the same call on its own buffers; the clocks start at 0 for each call, and the result
 // is the latest rank's finishing time. On links with a token bucket
-// (NetworkModel::linkBurstBytes) run() times the second of two identical calls back to
-// back, as gyre-bench does; buckets start full before the first. Errors (a mismatch, a deadlock:
+// (NetworkModel::linkBurstBytes) run() times the last of 1 + callsBefore identical calls
+// back to back, as gyre-bench times ops that follow others; buckets start full before the
+// first. Errors (a mismatch, a deadlock:
 // SimDeadlock) propagate out of run() as gyre::Error.
 #pragma once
 
@@ -53,6 +54,10 @@ struct SimOptions {
   Options gyre;  // algo (GYRE_ALGO), slots, slotBytes as a communicator's
   bool payload = true;
   int allPairsMaxRanks = 256;
+  // Shaped links only: identical calls run before the timed one, so the token buckets
+  // hold what a stream of ops leaves (1: what one call leaves; gyre-bench's ops follow
+  // its warm-up and the other algorithms' bursts, which the bucket never refills from).
+  int callsBefore = 1;
 };
 
 struct SimResult {

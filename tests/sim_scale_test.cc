@@ -187,6 +187,29 @@ TEST(SimDeadlock, MismatchIsReportedAsMismatch) {
   }
 }
 
+// A token bucket as a stream of ops leaves it: the first call after a full bucket passes
+// at the peak rate; each further one finds less left, until a call of several buckets'
+// worth runs at the plain rate. 2 x 1, one 512 KiB all-reduce (the ring sends 2(n-1)/n S
+// = 512 KiB each way), a 128 KiB bucket at 500 Mbit/s.
+TEST(SimNetwork, CallsBeforeDrainTheBucket) {
+  const size_t count = size_t{1} << 17;  // 512 KiB
+  double times[3];
+  const int before[3] = {1, 4, 8};
+  for (int i = 0; i < 3; ++i) {
+    SimOptions o = optionsFor({1, 1}, false);
+    o.network.linkBytesPerUs = 62.5;
+    o.network.linkBurstBytes = 131072;
+    o.callsBefore = before[i];
+    SimWorld w(o);
+    w.setAlgo(AllReduceAlgo::kRing);
+    times[i] = payloadFree(w, allReduceCall(count), count * 4).micros;
+  }
+  const double plain = 524288.0 / (62.5 * NetworkModel{}.tcpPayloadShare);
+  EXPECT_LT(times[0], times[1]) << "a drained bucket must cost";
+  EXPECT_NEAR(times[1], times[2], 0.01 * times[2]) << "steady by the 4th call";
+  EXPECT_GT(times[1], 0.95 * plain) << times[1] << " against the plain rate's " << plain;
+}
+
 // An oversubscribed switch tier slows the ring across leaves; a full-bisection one does not.
 TEST(SimNetwork, OversubscribedUplinksCost) {
   const size_t count = size_t{1} << 22;  // 16 MiB
