@@ -85,7 +85,8 @@ struct GYRE_API Options {
   // sleeps. Measured with 4 ranks on 2 cores, shm, 8-byte all-reduce: a pause-based
   // spin of 20 us took latency from 164 us (no spin) to 375 us, because the spinner
   // held the core its peer needed; yielding instead gives 11 us at 20 us of spin and
-  // 20 us with none (the sleep/wake-up costs more than the yield).
+  // 20 us with none (the sleep/wake-up costs more than the yield). A thread whose yield
+  // came back late stops spinning for a while (transport/doorbell.cc, spinPause).
   std::chrono::microseconds spin{20};
   // GYRE_SYNC_PRIORITY=auto|realtime|nice|normal: the scheduling of GradSync's all-reduce
   // worker. auto: SCHED_FIFO priority 1 where the process may (root, CAP_SYS_NICE or

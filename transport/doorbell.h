@@ -34,6 +34,9 @@ struct Doorbell {
   void sleep(uint32_t expected, const WaitContext& ctx, bool shared);
 };
 
+// One pause of a bounded spin: yields the core once. Returns whether to go on spinning:
+// false once spinUntil has passed, and false without yielding while this thread's yields
+// have recently been slow (another process holds the core: sleep instead; doorbell.cc).
 bool spinPause(std::chrono::steady_clock::time_point spinUntil);
 
 template <typename Pred>

@@ -207,10 +207,7 @@ void RdmaPipeEnd::waitFor(Ready ready, const WaitContext& ctx, const char* what)
       if (ready()) return;
     }
     throwIfFailed();
-    if (Clock::now() < spinUntil) {
-      spinPause(spinUntil);
-      continue;
-    }
+    if (Clock::now() < spinUntil && spinPause(spinUntil)) continue;
     if (expired(ctx)) throwRdmaWaitFailure(ctx, peer_, what);
     if (ctx.observer) {
       const auto& w = link_->waiting();

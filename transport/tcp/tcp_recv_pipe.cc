@@ -142,10 +142,7 @@ void TcpRecvPipe::readAvailable() {
 
 void TcpRecvPipe::waitReadable(const WaitContext& ctx, Clock::time_point since,
                                Clock::time_point spinUntil) {
-  if (Clock::now() < spinUntil) {
-    spinPause(spinUntil);
-    return;
-  }
+  if (Clock::now() < spinUntil && spinPause(spinUntil)) return;
   if (expired(ctx)) throwWaitFailure(ctx, peer_, "a slice");
   {
     std::lock_guard<std::mutex> lock(writeMu_);

@@ -81,10 +81,7 @@ void TcpSendPipe::waitUntil(Pred pred, const WaitContext& ctx, const char* what)
     writePending();
     if (pred()) return;
     throwIfFailed();
-    if (Clock::now() < spinUntil) {
-      spinPause(spinUntil);
-      continue;
-    }
+    if (Clock::now() < spinUntil && spinPause(spinUntil)) continue;
     if (expired(ctx)) throwWaitFailure(ctx, peer_, what);
     if (ctx.observer) {
       std::optional<PeerStatus> status;
