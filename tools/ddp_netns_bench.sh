@@ -26,10 +26,11 @@ BACKENDS=${BACKENDS:-gyre gloo local} ROUNDS=${ROUNDS:-2} RUN_TIMEOUT=${RUN_TIME
 "$PY" -c "import torch.distributed.run" 2>/dev/null ||
   { echo "ddp_netns_bench: $PY has no torch (tools/torch_venv.sh makes the venv)" >&2; exit 2; }
 if [ -z "${GYRE_TORCH_PATH:-}" ]; then
-  GYRE_TORCH_PATH=$(ls -d build/gyre_torch/*/py/lib.* 2>/dev/null | head -1 || true)
+  for d in build/gyre_torch/*/py/lib.*; do [ -d "$d/gyre_torch" ] && GYRE_TORCH_PATH=$d && break; done
 fi
-[ -n "$GYRE_TORCH_PATH" ] && [ -d "$GYRE_TORCH_PATH/gyre_torch" ] ||
-  { echo "ddp_netns_bench: no gyre_torch build (set GYRE_TORCH_PATH)" >&2; exit 2; }
+if [ -z "${GYRE_TORCH_PATH:-}" ] || ! [ -d "$GYRE_TORCH_PATH/gyre_torch" ]; then
+  echo "ddp_netns_bench: no gyre_torch build (set GYRE_TORCH_PATH)" >&2; exit 2
+fi
 GYRE_TORCH_PATH=$(cd "$GYRE_TORCH_PATH" && pwd)
 script=$PWD/python/examples/ddp_train.py
 

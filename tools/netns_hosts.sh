@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Namespaced "hosts" on shaped links, sourced by tools/netns_bench.sh and
 # tools/ddp_netns_bench.sh: H network namespaces gyb0.. (10.216.0.1..H) on one bridge
 # gybr0, each host link a veth shaped by tbf in both directions at RATE (burst max(128
