@@ -13,6 +13,7 @@
 // --compare-algos prints `compare:` lines instead. Exit 0; 2 for a wrong command line,
 // 1 for an error (a deadlock names the waiting ranks).
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -207,6 +208,75 @@ int runCompare(sim::SimWorld& w, const BenchOptions& o, bool timing) {
   return 0;
 }
 
+// --as-bench R: gyre-bench --compare-algos' own sequence (bench/compare_algos.cc) on the
+// simulated cluster, the links' token buckets carried from call to call: per size, -w
+// warm-up ops per contender (ring, tree, hier, auto: each a communicator with that
+// GYRE_ALGO), then R rounds in which each contender, in turn from a start that rotates
+// by round, runs a barrier and a burst of -n/R ops; a contender's time is the median over
+// rounds of its burst's time per op. On shaped links that is what decides how much of a
+// bucket a burst finds (docs/simulator.md, "Validation").
+int runBenchSequence(sim::SimWorld& w, const BenchOptions& o, int rounds) {
+  const CollectiveInfo& c = allCollectives()[0];  // all_reduce
+  const DataType t = o.dtypes.front();
+  const int n = w.size();
+  constexpr AllReduceAlgo kContenders[] = {AllReduceAlgo::kRing, AllReduceAlgo::kTree,
+                                           AllReduceAlgo::kHierarchical, AllReduceAlgo::kAuto};
+  constexpr size_t kCount = std::size(kContenders);
+  const int burst = std::max(1, o.iters / rounds);
+  std::printf("# gyre-sim --compare-algos --as-bench %d: %d ranks, %s; -w %d, %d rounds of %d "
+              "ops, as gyre-bench --compare-algos\n",
+              rounds, n, w.options().network.describe().c_str(), o.warmup, rounds, burst);
+  bool fresh = true;
+  for (size_t size : sweepSizes(o)) {
+    const Layout l = layoutFor(c, size, dtypeSize(t), n);
+    sim::NoPayloadBuffers none(std::max(l.sendElems, l.recvElems) * dtypeSize(t));
+    auto buffers = [&](int) -> std::pair<const void*, void*> {
+      return {none.send(), none.recv()};
+    };
+    CollectiveCall op;
+    op.count = l.count;
+    op.dtype = t;
+    CollectiveCall barrier;
+    barrier.kind = CollectiveKind::kBarrier;
+    auto runOne = [&](const CollectiveCall& call) {
+      const double us = w.runNext(call, buffers, fresh).micros;
+      fresh = false;
+      return us;
+    };
+    for (AllReduceAlgo a : kContenders) {
+      w.setAlgo(a);
+      for (int i = 0; i < o.warmup; ++i) runOne(op);
+    }
+    std::vector<std::vector<double>> perRound(kCount);
+    for (int r = 0; r < rounds; ++r) {
+      for (size_t k = 0; k < kCount; ++k) {
+        const size_t a = (static_cast<size_t>(r) + k) % kCount;
+        w.setAlgo(kContenders[a]);
+        runOne(barrier);
+        double total = 0;
+        for (int i = 0; i < burst; ++i) total += runOne(op);
+        perRound[a].push_back(total / burst);
+      }
+    }
+    std::string line = fmt::format("compare: bytes={} ranks={}", l.bytes, n);
+    std::array<double, kCount> us{};
+    for (size_t a = 0; a < kCount; ++a) {
+      std::sort(perRound[a].begin(), perRound[a].end());
+      const size_t mid = perRound[a].size() / 2;
+      us[a] = perRound[a].size() % 2 == 1 ? perRound[a][mid]
+                                          : (perRound[a][mid - 1] + perRound[a][mid]) / 2;
+      line += fmt::format(" {}_us={:.2f}", algoName(kContenders[a]), us[a]);
+    }
+    w.setAlgo(AllReduceAlgo::kAuto);
+    const double best = std::min({us[0], us[1], us[2]});
+    line += fmt::format(" auto_algo={} auto/best={:.3f}", algoLabel(w.algorithmFor(op)),
+                        best > 0 ? us[3] / best : 1.0);
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 }  // namespace
 }  // namespace gyre::bench
 
@@ -243,6 +313,9 @@ int main(int argc, char** argv) {
     so.callsBefore = cl.callsBefore;
     sim::SimWorld world(so);
     if (cl.picksOnly) return bench::runPicks(world, options);
+    if (cl.compareAlgos && cl.asBenchRounds > 0) {
+      return bench::runBenchSequence(world, options, cl.asBenchRounds);
+    }
     if (cl.compareAlgos) return bench::runCompare(world, options, cl.timing);
     for (const bench::CollectiveInfo* c : options.collectives) {
       if (!bench::kindOf(c->id)) {

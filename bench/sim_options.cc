@@ -40,6 +40,10 @@ make it with its link probe); GYRE_SLOT_BYTES and GYRE_SLOTS apply.
   --compare-algos          all-reduce: ring, tree, rd (where it fits a slot), hier (where
                            hosts allow it) side by side per size, and auto's pick:
                            `compare: bytes=.. ring_us=.. ... auto_algo=.. auto/best=..`
+  --as-bench R             with --compare-algos: gyre-bench --compare-algos' own sequence
+                           (-w warm-up ops each, R rounds of a barrier and -n/R ops per
+                           algorithm in turn), buckets carried from call to call; prints
+                           ring, tree, hier and auto as gyre-bench does
   --picks                  all-reduce: only auto's pick per size (`pick: bytes=.. algo=..`),
                            from the cost model, nothing simulated
   --timing                 each row's simulation wall time on stderr
@@ -102,6 +106,8 @@ SimCommandLine parseSimCommandLine(int argc, char** argv) {
       if (v != "rank" && v != "host")
         fail(ErrorCode::kInvalidArgument, "--nic rank|host, got '{}'", v);
       m.nicPerRank = v == "rank";
+    } else if (a == "--as-bench") {
+      c.asBenchRounds = positive(a, value());
     } else if (a == "--calls-before") {
       c.callsBefore = positive(a, value());
     } else if (a == "--oversub") {

@@ -22,6 +22,7 @@ struct SimCommandLine {
   bool picksOnly = false;  // --picks: auto's all-reduce pick per size, nothing simulated
   bool help = false;
   int callsBefore = 1;     // --calls-before: shaped links, identical calls before the timed one
+  int asBenchRounds = 0;   // --as-bench R: --compare-algos as gyre-bench's sequence (0: off)
   // What is left for gyre-bench's parser, argv[0] first.
   std::vector<std::string> benchArgs;
 };

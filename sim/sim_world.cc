@@ -89,29 +89,41 @@ uint8_t SimWorld::algorithmFor(const CollectiveCall& call) const {
   return callAlgorithm(options_.gyre, call, topology_, topology_.hostCount() == 1, cost_);
 }
 
-SimResult SimWorld::run(CollectiveCall call, const BufferFn& buffers, bool keepAlgo) {
-  call.seq = seq_++;
-  if (!keepAlgo) call.algo = algorithmFor(call);
+SimResult SimWorld::runCall(const CollectiveCall& call, const BufferFn& buffers, bool after) {
   const bool rootedCall =
       call.kind == CollectiveKind::kBroadcast || call.kind == CollectiveKind::kReduce;
   if (rootedCall && call.root >= 0 && call.root < size_) {
     connectRing(topology_.hostOrderFrom(call.root));  // the two-level chain (peer_set.h)
   }
-  auto body = [&](int r, const PrimitiveContext& ring, const PeerPipes& pipes) {
-    auto [send, recv] = buffers(r);
-    runSchedule(ScheduleArgs{ring, pipes, topology_, r, size_, call, send, recv});
-  };
-  SimResult result = runBodies(body);
+  SimResult result = runBodies(
+      [&](int r, const PrimitiveContext& ring, const PeerPipes& pipes) {
+        auto [send, recv] = buffers(r);
+        runSchedule(ScheduleArgs{ring, pipes, topology_, r, size_, call, send, recv});
+      },
+      after);
+  result.algo = call.algo;
+  return result;
+}
+
+SimResult SimWorld::run(CollectiveCall call, const BufferFn& buffers, bool keepAlgo) {
+  call.seq = seq_++;
+  if (!keepAlgo) call.algo = algorithmFor(call);
+  SimResult result = runCall(call, buffers, /*after=*/false);
   if (options_.network.linkBurstBytes > 0) {
     // Shaped links: time the call that follows identical ones, as gyre-bench times
     // back-to-back ops, so the token buckets hold what is left after them, not full.
     for (int k = 0; k < std::max(1, options_.callsBefore); ++k) {
       call.seq = seq_++;
-      result = runBodies(body, /*after=*/true);
+      result = runCall(call, buffers, /*after=*/true);
     }
   }
-  result.algo = call.algo;
   return result;
+}
+
+SimResult SimWorld::runNext(CollectiveCall call, const BufferFn& buffers, bool fresh) {
+  call.seq = seq_++;
+  call.algo = algorithmFor(call);
+  return runCall(call, buffers, /*after=*/!fresh);
 }
 
 SimResult SimWorld::runBodies(const RankBody& body, bool after) {

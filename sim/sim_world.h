@@ -84,6 +84,10 @@ class SimWorld {
   uint8_t algorithmFor(const CollectiveCall& call) const;
   // Runs `call` on every rank (its algo set by algorithmFor unless `keepAlgo`).
   SimResult run(CollectiveCall call, const BufferFn& buffers, bool keepAlgo = false);
+  // One call that starts when the previous one's last rank finished, on the links as it
+  // left them (fresh: on idle links with full buckets instead), with no calls before it:
+  // for sequences of different calls, as gyre-bench --compare-algos runs them.
+  SimResult runNext(CollectiveCall call, const BufferFn& buffers, bool fresh = false);
   // Runs body(rank, ctx, pipes) on every rank instead of a collective: for schedules
   // outside the table (tests of a deliberately wrong order).
   using RankBody =
@@ -93,6 +97,7 @@ class SimWorld {
   SimResult runBodies(const RankBody& body, bool after = false);
 
  private:
+  SimResult runCall(const CollectiveCall& call, const BufferFn& buffers, bool after);
   void connect(int from, int to);
   void connectRing(const std::vector<int>& order);
 

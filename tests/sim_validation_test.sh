@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # gyre-sim against the real thing, on one configuration that runs in seconds: 4 namespaced
 # hosts x 1 rank on 500 Mbit/s tbf links (tools/netns_bench.sh), gyre-bench
-# --compare-algos timing ring and tree at 128 KiB-2 MiB, and gyre-sim with the same
-# links (one NIC a host, the tbf's rate and burst, the bucket as a stream of ops leaves
-# it: --calls-before 4). tools/sim_validate.py fails when a prediction is more than 10%
-# from the faster of two measured runs. The sizes are the link-bound ones, where the
+# --compare-algos timing ring, tree and auto at 128 KiB-2 MiB, and gyre-sim with the
+# same links (one NIC a host, the tbf's rate and burst) running gyre-bench's own sequence
+# of calls (--as-bench 3 -n 6 -w 1: the buckets carried from call to call).
+# tools/sim_validate.py fails when a prediction is more than 10% from the faster of two
+# measured runs. The sizes are the link-bound ones, where the
 # model's terms are the link's and not this 2-core machine's scheduling (docs/simulator.md,
 # "Validation", has the whole table and what lies outside it).
 # Usage: sim_validation_test.sh BUILD_DIR SOURCE_DIR. Root only (exit 77 otherwise).
@@ -19,6 +20,6 @@ BIN="$build/bin" REPEAT=2 RUN_TIMEOUT=120 "$src/tools/netns_bench.sh" 4 1 500mbi
   --compare-algos -b 128K -e 2M -f 4 -n 6 -w 1 --rounds 3 | tee "$out"
 grep -q "FAILED" "$out" && { echo "FAIL: a measured run failed"; exit 1; }
 (( $(grep -c '^compare: bytes=' "$out") == 6 )) || { echo "FAIL: expected 3 sizes x 2 runs"; exit 1; }
-python3 "$src/tools/sim_validate.py" "$out" --sim "$build/bin/gyre-sim" --algos ring,tree \
+python3 "$src/tools/sim_validate.py" "$out" --sim "$build/bin/gyre-sim" --algos ring,tree,auto \
   --check -- --hosts 4 --ranks-per-host 1 --nic host --link 500mbit --link-burst 131072 \
-  --alpha-us 15 --calls-before 4
+  --alpha-us 15 --as-bench 3 -n 6 -w 1

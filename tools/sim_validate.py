@@ -3,12 +3,12 @@
 
     tools/sim_validate.py MEASURED.txt -- GYRE-SIM-CLUSTER-FLAGS...
     e.g. tools/sim_validate.py 4x1_500mbit.txt -- --hosts 4 --ranks-per-host 1 --nic host \
-             --link 500mbit --link-burst 131072 --alpha-us 15 --calls-before 4
+             --link 500mbit --link-burst 131072 --alpha-us 15 --as-bench 3 -n 6 -w 1
 
 MEASURED.txt holds the `compare: bytes=..` lines of one or more runs (REPEAT=2 prints
 each run's); the measured time of a cell is the fastest run's (noise on a shared machine
 only adds time), the range is printed beside it. gyre-sim runs with --compare-algos over
-the measured sizes. Prints a markdown table, algorithm by algorithm (ring, tree, rd, hier
+the measured sizes (give it the measured run's sequence: --as-bench R -n N -w W). Prints a markdown table, algorithm by algorithm (ring, tree, rd, hier
 where measured; on one rank per host hier is the flat ring), then per bound how many
 cells are within it: 10% from --large (64 KiB) up, 25% below. Exit status 1 when a cell
 is out of bounds and --check is given; 2 on bad input.
@@ -86,16 +86,27 @@ def main(argv):
         print(f"sim_validate: no `compare:` lines in {', '.join(files)}", file=sys.stderr)
         return 2
     sizes = sorted(measured)
-    # gyre-sim sweeps by a factor: one run per size keeps any set of sizes exact.
+    # One gyre-sim sweep when the sizes grow by one whole factor (so that, as in the
+    # measured run, each size follows the one before it: with --as-bench the token buckets
+    # carry over); else one run per size.
+    factors = {b // a for a, b in zip(sizes, sizes[1:]) if a and b % a == 0}
+    geometric = len(sizes) > 1 and len(factors) == 1 and all(
+        b == a * next(iter(factors)) for a, b in zip(sizes, sizes[1:]))
+    runs = ([["-b", str(sizes[0]), "-e", str(sizes[-1]), "-f", str(next(iter(factors)))]]
+            if geometric else [["-b", str(b), "-e", str(b)] for b in sizes])
     predicted = {}
-    for size in sizes:
-        out = subprocess.run([opts["--sim"], *sim_flags, "--compare-algos", "-b", str(size),
-                              "-e", str(size)], capture_output=True, text=True)
+    for sweep in runs:
+        out = subprocess.run([opts["--sim"], *sim_flags, "--compare-algos", *sweep],
+                             capture_output=True, text=True)
         if out.returncode != 0:
             print(f"sim_validate: gyre-sim failed: {out.stderr.strip()}", file=sys.stderr)
             return 2
         for b, c in parse_compare(out.stdout.splitlines()).items():
             predicted[b] = {k: v[0] for k, v in c.items()}
+    missing = [b for b in sizes if b not in predicted]
+    if missing:
+        print(f"sim_validate: gyre-sim printed no row for {missing}", file=sys.stderr)
+        return 2
     algos = [a for a in opts["--algos"].split(",") if a]
     large = int(opts["--large"])
     bounds = {True: float(opts["--bound-large"]), False: float(opts["--bound-small"])}
