@@ -208,6 +208,20 @@ TEST(SimNetwork, CallsBeforeDrainTheBucket) {
   EXPECT_LT(times[0], times[1]) << "a drained bucket must cost";
   EXPECT_NEAR(times[1], times[2], 0.01 * times[2]) << "steady by the 4th call";
   EXPECT_GT(times[1], 0.95 * plain) << times[1] << " against the plain rate's " << plain;
+  // runNext: the same stream, one call at a time, the bucket carried along: the first
+  // (fresh) call is run()'s bucket-full one, the fifth equals run() after 4 before.
+  SimOptions o = optionsFor({1, 1}, false);
+  o.network.linkBytesPerUs = 62.5;
+  o.network.linkBurstBytes = 131072;
+  SimWorld w(o);
+  w.setAlgo(AllReduceAlgo::kRing);
+  NoPayloadBuffers none(count * 4);
+  auto buffers = [&](int) -> std::pair<const void*, void*> { return {none.send(), none.recv()}; };
+  const double first = w.runNext(allReduceCall(count), buffers, /*fresh=*/true).micros;
+  double fifth = 0;
+  for (int i = 0; i < 4; ++i) fifth = w.runNext(allReduceCall(count), buffers).micros;
+  EXPECT_LT(first, times[0]) << "a full bucket is quicker than one a call has drained";
+  EXPECT_NEAR(fifth, times[1], 1e-6 * times[1]);
 }
 
 // An oversubscribed switch tier slows the ring across leaves; a full-bisection one does not.
