@@ -175,6 +175,12 @@ def check_movement(rank, world):
     want = torch.cat([torch.arange(3 * rank, 3 * rank + 3, dtype=torch.float32) + 100 * r
                       for r in range(world)])
     equal(recv, want, "all_to_all_single")
+    # The same with rank 0 spelling out the equal splits and the others passing None: one
+    # call to torch, so one path in the backend (else a mismatch between the ranks).
+    recv = torch.zeros(world * 3)
+    splits = [3] * world if rank == 0 else None
+    dist.all_to_all_single(recv, send, splits, splits)
+    equal(recv, want, "all_to_all_single, equal splits spelled out on rank 0 only")
     in_splits = [rank + p + 1 for p in range(world)]   # rank -> p sends rank+p+1 rows
     out_splits = [r + rank + 1 for r in range(world)]
     send = torch.cat([torch.full((in_splits[p], 2), float(10 * rank + p)) for p in range(world)])

@@ -1,6 +1,7 @@
 // GyreBackend: the collectives that move data (all-gather, gather, scatter,
 // reduce-scatter, all-to-all) and point-to-point send/recv. Data moves as bytes, so every
 // dtype works; reduce-scatter reduces with gyre's dtype (or locally, as all_reduce).
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -329,7 +330,19 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::alltoall_base(at::Tensor& output, at
   auto copyBack = [output, out]() mutable {
     if (!sameStorage(out, output)) output.copy_(out);
   };
-  if (outputSplits.empty() && inputSplits.empty()) {
+  // Explicit equal splits are the same call to torch as none: take the same path, or a
+  // rank that spells them out would run the padded path's agreement all-reduce while a
+  // rank that passes None runs the all-to-all (a mismatch). (Ranks whose parts really
+  // differ in size all take the padded path, which agrees on the block first.)
+  auto evenSplits = [&](const std::vector<int64_t>& splits, const at::Tensor& t) {
+    if (splits.empty()) return true;
+    const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+    return static_cast<int>(splits.size()) == size_ && rows % size_ == 0 &&
+           std::all_of(splits.begin(), splits.end(),
+                       [&](int64_t n) { return n == rows / size_; });
+  };
+  const bool even = evenSplits(inputSplits, in) && evenSplits(outputSplits, out);
+  if (even) {
     if (in.numel() % size_ != 0 || out.numel() != in.numel()) {
       throw std::invalid_argument("gyre: all_to_all_single: input and output must have the "
                                   "same numel, divisible by the world size " +
