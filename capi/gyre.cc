@@ -169,6 +169,20 @@ gyreResult_t gyreWait(gyreRequest_t request) {
   });
 }
 
+gyreResult_t gyreWaitTimeout(gyreRequest_t request, long long timeoutMs, int* done) {
+  if (done) *done = 0;
+  ErrorSlot* slot = request ? request->errors.get() : nullptr;
+  gyreResult_t result = guarded(slot, "gyreWaitTimeout", [&] {
+    if (request == nullptr) fail(ErrorCode::kInvalidArgument, "request is NULL");
+    needOut(done, "done");
+    if (timeoutMs < 0) fail(ErrorCode::kInvalidArgument, "timeoutMs {} < 0", timeoutMs);
+    if (!request->work.wait(std::chrono::milliseconds(timeoutMs))) return;  // running
+    *done = 1;
+    request->work.wait();  // finished: throws its failure, if any
+  });
+  return result == gyreSuccess && done && !*done ? gyreInProgress : result;
+}
+
 gyreResult_t gyreRequestFree(gyreRequest_t request) {
   return guarded(nullptr, "gyreRequestFree", [&] { delete request; });
 }

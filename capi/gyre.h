@@ -221,6 +221,11 @@ gyreResult_t gyreBarrierAsync(gyreComm_t comm, gyreRequest_t* request);
 gyreResult_t gyreTest(gyreRequest_t request, int* done);
 /* Blocks until the operation finished; returns gyreSuccess or its error. */
 gyreResult_t gyreWait(gyreRequest_t request);
+/* gyreWait bounded by timeoutMs (>= 0): blocks (sleeping, not polling) until the operation
+ * finished or the time is up. Finished: *done = 1 and gyreSuccess or its error, as
+ * gyreTest; still running: *done = 0, returns gyreInProgress (the operation goes on: wait
+ * again or gyreCommAbort the communicator). */
+gyreResult_t gyreWaitTimeout(gyreRequest_t request, long long timeoutMs, int* done);
 /* Frees the handle (not the operation: see above). NULL is a no-op. */
 gyreResult_t gyreRequestFree(gyreRequest_t request);
 

@@ -455,12 +455,26 @@ static void test_async(gyreComm_t comm, const int* members, int n) {
     }
   }
   if (g_rank == 0) {
+    double waited;
     r = gyreTest(reqs[0], &done);
     if (r != gyreInProgress || done != 0) {
       failf("gyreTest on an all-reduce that rank 1 has not joined: %d (%s), done %d", (int)r,
             gyreGetErrorString(r), done);
     }
+    /* A bounded wait that ends before rank 1 comes: still running, after about 50 ms. */
+    waited = now_s();
+    done = -1;
+    r = gyreWaitTimeout(reqs[0], 50, &done);
+    waited = now_s() - waited;
+    if (r != gyreInProgress || done != 0 || waited < 0.045 || waited > 1.0) {
+      failf("gyreWaitTimeout(50 ms) before rank 1 joined: %d (%s), done %d, after %.3f s",
+            (int)r, gyreGetErrorString(r), done, waited);
+    }
+    BAD(gyreWaitTimeout(reqs[0], -1, &done), comm);
   }
+  /* Then one long enough: it returns as soon as the operation is done. */
+  r = gyreWaitTimeout(reqs[0], 60000, &done);
+  if (!expect(r, gyreSuccess, "gyreWaitTimeout(reqs[0])", comm) || done != 1) return;
   deadline = now_s() + 60;
   do {
     r = gyreTest(reqs[0], &done);

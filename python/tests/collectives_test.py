@@ -289,6 +289,20 @@ def check_groups_and_errors(rank, world):
         took = time.monotonic() - start
         expect(took < 20, f"the 3 s group timeout took {took:.1f} s")
     dist.barrier()
+    # Work.wait(timeout) on an async op a peer joins late: it sleeps (no polling) until the
+    # timeout, then raises and aborts that group only; the default group goes on.
+    waiting = dist.new_group(list(range(world)), timeout=datetime.timedelta(seconds=60))
+    if rank == 0:
+        work = dist.all_reduce(torch.ones(4), group=waiting, async_op=True)
+        start = time.monotonic()
+        try:
+            work.wait(timeout=datetime.timedelta(milliseconds=300))
+            raise AssertionError("a wait on an all_reduce missing a rank succeeded")
+        except RuntimeError as e:
+            expect("timed out after 300 ms" in str(e), f"Work.wait timeout error: {e}")
+        took = time.monotonic() - start
+        expect(0.25 < took < 10, f"the 300 ms Work.wait took {took:.2f} s")
+    dist.barrier()
 
 
 def run_rank(rank, world, init_method):

@@ -1,5 +1,6 @@
 #include "gyre_work.h"
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 #include <utility>
@@ -50,16 +51,13 @@ bool GyreWork::finishWaiting(long long timeoutMs, bool completeHere) {
       result = gyreWait(request);
     } else {
       int done = 0;
-      // Polled, as gyre's requests have no bounded wait; 50 us keeps a waiting rank from
-      // taking the core its peers need.
-      while ((result = gyreTest(request, &done)) == gyreInProgress) {
-        if (Clock::now() >= deadline) {
-          timedOut = true;
-          gyreCommAbort(comm_->comm);  // the others learn it; our requests end at once
-          result = gyreWait(request);
-          break;
-        }
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::max(deadline - Clock::now(), Clock::duration::zero()));
+      result = gyreWaitTimeout(request, left.count(), &done);  // sleeps, no polling
+      if (result == gyreInProgress) {
+        timedOut = true;
+        gyreCommAbort(comm_->comm);  // the others learn it; our requests end at once
+        result = gyreWait(request);
       }
     }
     if (result != gyreSuccess && first == gyreSuccess) {
