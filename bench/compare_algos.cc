@@ -11,17 +11,14 @@
 #include "base/error.h"
 #include "bench/bench_collectives.h"
 #include "bench/calibrate.h"
+#include "bench/compare_sequence.h"
 #include "collectives/algorithm_choice.h"
 
 namespace gyre::bench {
 namespace {
 
-// auto last: best is the minimum of the others.
-constexpr size_t kAlgos = 4;
-constexpr std::array<AllReduceAlgo, kAlgos> kKinds = {AllReduceAlgo::kRing, AllReduceAlgo::kTree,
-                                                 AllReduceAlgo::kHierarchical, AllReduceAlgo::kAuto};
-constexpr std::array<const char*, kAlgos> kLabels = {"ring", "tree", "hier", "auto"};
-constexpr size_t kAuto = kAlgos - 1;
+constexpr size_t kAlgos = kCompareAlgos;
+constexpr size_t kAuto = kCompareAuto;
 
 // One algorithm's communicator and its runner (all share the two buffers: their inputs
 // are the same pattern, and each op finishes before the next starts).
@@ -39,12 +36,6 @@ double timeBurst(Contender& c, const Layout& l, int iters) {
   return elapsed.count() / iters;
 }
 
-// The median of `v` (the mean of the middle two for an even count); v is not empty.
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t mid = v.size() / 2;
-  return v.size() % 2 == 1 ? v[mid] : (v[mid - 1] + v[mid]) / 2;
-}
 
 }  // namespace
 
@@ -65,11 +56,11 @@ int compareAlgos(Communicator& comm, const Options& options, const CompareConfig
   std::shared_ptr<Store> store = algoStore(comm, options);
   std::array<Contender, kAlgos> contenders;
   for (size_t a = 0; a < kAlgos; ++a) {
-    contenders[a].comm = algoCommunicator(comm, store, options, kKinds[a]);
+    contenders[a].comm = algoCommunicator(comm, store, options, kCompareKinds[a]);
     contenders[a].runner = std::make_unique<CollectiveRunner>(
         *contenders[a].comm, allReduce, config.dtype, config.op, 0, send, recv, capacity);
   }
-  const int burst = std::max(1, config.iters / config.rounds);
+  const int burst = compareBurst(config.iters, config.rounds);
   const auto rounds = static_cast<size_t>(config.rounds);
 
   const bool print = comm.rank() == 0;
@@ -101,7 +92,7 @@ int compareAlgos(Communicator& comm, const Options& options, const CompareConfig
     std::vector<double> times(rounds * kAlgos, 0.0);
     for (size_t r = 0; r < rounds; ++r) {
       for (size_t k = 0; k < kAlgos; ++k) {
-        const size_t a = (r + k) % kAlgos;
+        const size_t a = compareTurn(r, k);
         times[r * kAlgos + a] = timeBurst(contenders[a], l, burst);
       }
     }
@@ -130,7 +121,7 @@ int compareAlgos(Communicator& comm, const Options& options, const CompareConfig
     }
     if (!print) continue;
     std::printf("compare: bytes=%zu ranks=%d transport=%s", l.bytes, n, transport.c_str());
-    for (size_t a = 0; a < kAlgos; ++a) std::printf(" %s_us=%.2f", kLabels[a], us[a]);
+    for (size_t a = 0; a < kAlgos; ++a) std::printf(" %s_us=%.2f", kCompareLabels[a], us[a]);
     const std::string w = config.check ? std::to_string(wrong) : "N/A";
     std::printf(" auto_algo=%s auto/best=%.2f wrong=%s\n",
                 contenders[kAuto].comm->allReduceAlgorithm(l.bytes), ratio, w.c_str());

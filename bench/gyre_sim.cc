@@ -27,6 +27,7 @@
 #include "base/options.h"
 #include "bench/bench_collectives.h"
 #include "bench/bench_options.h"
+#include "bench/compare_sequence.h"
 #include "bench/results_table.h"
 #include "bench/sim_options.h"
 #include "collectives/recursive_doubling.h"
@@ -219,10 +220,7 @@ int runBenchSequence(sim::SimWorld& w, const BenchOptions& o, int rounds) {
   const CollectiveInfo& c = allCollectives()[0];  // all_reduce
   const DataType t = o.dtypes.front();
   const int n = w.size();
-  constexpr AllReduceAlgo kContenders[] = {AllReduceAlgo::kRing, AllReduceAlgo::kTree,
-                                           AllReduceAlgo::kHierarchical, AllReduceAlgo::kAuto};
-  constexpr size_t kCount = std::size(kContenders);
-  const int burst = std::max(1, o.iters / rounds);
+  const int burst = compareBurst(o.iters, rounds);
   std::printf("# gyre-sim --compare-algos --as-bench %d: %d ranks, %s; -w %d, %d rounds of %d "
               "ops, as gyre-bench --compare-algos\n",
               rounds, n, w.options().network.describe().c_str(), o.warmup, rounds, burst);
@@ -243,15 +241,15 @@ int runBenchSequence(sim::SimWorld& w, const BenchOptions& o, int rounds) {
       fresh = false;
       return us;
     };
-    for (AllReduceAlgo a : kContenders) {
+    for (AllReduceAlgo a : kCompareKinds) {
       w.setAlgo(a);
       for (int i = 0; i < o.warmup; ++i) runOne(op);
     }
-    std::vector<std::vector<double>> perRound(kCount);
+    std::array<std::vector<double>, kCompareAlgos> perRound;
     for (int r = 0; r < rounds; ++r) {
-      for (size_t k = 0; k < kCount; ++k) {
-        const size_t a = (static_cast<size_t>(r) + k) % kCount;
-        w.setAlgo(kContenders[a]);
+      for (size_t k = 0; k < kCompareAlgos; ++k) {
+        const size_t a = compareTurn(static_cast<size_t>(r), k);
+        w.setAlgo(kCompareKinds[a]);
         runOne(barrier);
         double total = 0;
         for (int i = 0; i < burst; ++i) total += runOne(op);
@@ -259,18 +257,15 @@ int runBenchSequence(sim::SimWorld& w, const BenchOptions& o, int rounds) {
       }
     }
     std::string line = fmt::format("compare: bytes={} ranks={}", l.bytes, n);
-    std::array<double, kCount> us{};
-    for (size_t a = 0; a < kCount; ++a) {
-      std::sort(perRound[a].begin(), perRound[a].end());
-      const size_t mid = perRound[a].size() / 2;
-      us[a] = perRound[a].size() % 2 == 1 ? perRound[a][mid]
-                                          : (perRound[a][mid - 1] + perRound[a][mid]) / 2;
-      line += fmt::format(" {}_us={:.2f}", algoName(kContenders[a]), us[a]);
+    std::array<double, kCompareAlgos> us{};
+    for (size_t a = 0; a < kCompareAlgos; ++a) {
+      us[a] = median(perRound[a]);
+      line += fmt::format(" {}_us={:.2f}", kCompareLabels[a], us[a]);
     }
     w.setAlgo(AllReduceAlgo::kAuto);
-    const double best = std::min({us[0], us[1], us[2]});
+    const double best = *std::min_element(us.begin(), us.begin() + kCompareAuto);
     line += fmt::format(" auto_algo={} auto/best={:.3f}", algoLabel(w.algorithmFor(op)),
-                        best > 0 ? us[3] / best : 1.0);
+                        best > 0 ? us[kCompareAuto] / best : 1.0);
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
   }
