@@ -326,9 +326,15 @@ double predictCollectiveMicros(CollectiveKind kind, bool twoLevel, size_t bytes,
     }
     const double h = t.hostCount();
     const double l = t.ranksPerHost();
-    // Every host: L rings, H - 1 shares each; a NIC carries ceil(L / N) of them.
-    const int nics = std::max(1, std::min(cost.nicsPerHost, t.ranksPerHost()));
-    const double link = std::ceil(l / nics) * (h - 1) * s;
+    // Every local index's ring across hosts carries H - 1 shares over each edge.
+    HostLoad load(t, cost.nicsPerHost);
+    for (int i = 0; i < t.ranksPerHost(); ++i) {
+      const std::vector<int> group = t.crossHostGroup(i);
+      for (size_t k = 0; k < group.size(); ++k) {
+        load.edge(group[k], group[(k + 1) % group.size()], (h - 1) * s);
+      }
+    }
+    const double link = load.busiest();
     return cost.inter.alphaUs * ((h - 1) + (l - 1)) +
            std::max(link / cost.inter.bytesPerUs, (h - 1) * s / cost.intra.bytesPerUs) +
            (l - 1) * h * s / cost.intra.bytesPerUs;
