@@ -2,6 +2,7 @@
 // capi/collectives.cc, the handles and the exception guard in capi/handles.h.
 #include "capi/gyre.h"
 
+#include <chrono>
 #include <string>
 
 #include "base/error.h"
@@ -23,6 +24,28 @@ using gyre::capi::slotOf;
 using gyre::capi::wrap;
 
 static_assert(sizeof(gyreUniqueId) == gyre::capi::kUniqueIdBytes);
+
+namespace {
+
+// gyreTest and gyreWaitTimeout: whether the request finished within `timeout` (zero:
+// never blocks), *done set, gyreInProgress while it runs, else its result.
+gyreResult_t finishedWithin(gyreRequest_t request, std::chrono::milliseconds timeout,
+                            int* done, const char* what) {
+  if (done) *done = 0;
+  ErrorSlot* slot = request ? request->errors.get() : nullptr;
+  gyreResult_t result = guarded(slot, what, [&] {
+    if (request == nullptr) fail(ErrorCode::kInvalidArgument, "request is NULL");
+    needOut(done, "done");
+    if (timeout.count() < 0) fail(ErrorCode::kInvalidArgument, "timeoutMs {} < 0", timeout.count());
+    const bool finished = timeout.count() == 0 ? request->work.test() : request->work.wait(timeout);
+    if (!finished) return;
+    *done = 1;
+    request->work.wait();  // finished: throws its failure, if any
+  });
+  return result == gyreSuccess && done && !*done ? gyreInProgress : result;
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -149,16 +172,7 @@ gyreResult_t gyreCommSplit(gyreComm_t comm, int color, int key, gyreComm_t* newc
 // ---- Requests -------------------------------------------------------------------------
 
 gyreResult_t gyreTest(gyreRequest_t request, int* done) {
-  if (done) *done = 0;
-  ErrorSlot* slot = request ? request->errors.get() : nullptr;
-  gyreResult_t result = guarded(slot, "gyreTest", [&] {
-    if (request == nullptr) fail(ErrorCode::kInvalidArgument, "request is NULL");
-    needOut(done, "done");
-    if (!request->work.test()) return;
-    *done = 1;
-    request->work.wait();  // finished: throws its failure, if any
-  });
-  return result == gyreSuccess && done && !*done ? gyreInProgress : result;
+  return finishedWithin(request, std::chrono::milliseconds(0), done, "gyreTest");
 }
 
 gyreResult_t gyreWait(gyreRequest_t request) {
@@ -170,17 +184,7 @@ gyreResult_t gyreWait(gyreRequest_t request) {
 }
 
 gyreResult_t gyreWaitTimeout(gyreRequest_t request, long long timeoutMs, int* done) {
-  if (done) *done = 0;
-  ErrorSlot* slot = request ? request->errors.get() : nullptr;
-  gyreResult_t result = guarded(slot, "gyreWaitTimeout", [&] {
-    if (request == nullptr) fail(ErrorCode::kInvalidArgument, "request is NULL");
-    needOut(done, "done");
-    if (timeoutMs < 0) fail(ErrorCode::kInvalidArgument, "timeoutMs {} < 0", timeoutMs);
-    if (!request->work.wait(std::chrono::milliseconds(timeoutMs))) return;  // running
-    *done = 1;
-    request->work.wait();  // finished: throws its failure, if any
-  });
-  return result == gyreSuccess && done && !*done ? gyreInProgress : result;
+  return finishedWithin(request, std::chrono::milliseconds(timeoutMs), done, "gyreWaitTimeout");
 }
 
 gyreResult_t gyreRequestFree(gyreRequest_t request) {
