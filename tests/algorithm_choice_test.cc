@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -71,41 +72,39 @@ TEST(AlgorithmChoice, AutoFollowsTheModelAndTheMeasuredCrossovers) {
   EXPECT_EQ(chooseAllReduce(o, 16 << 20, 4, false), AllReduceAlgo::kTree);
 }
 
-TEST(AlgorithmChoice, RanksWithDifferentSettingsFailAtCreation) {
+// Ranks created with settings that `perRank` makes differ must all fail at creation,
+// the error naming both values (`a` and `b`), within 10 s.
+void expectRefusedAtCreation(int ranks, std::function<void(int, Options&)> perRank,
+                             const std::string& setting, const std::string& a,
+                             const std::string& b) {
   SpawnOptions so;
   so.options.timeout = std::chrono::seconds(20);
-  so.perRank = [](int rank, Options& o) {
-    o.algo = rank == 2 ? AllReduceAlgo::kTree : AllReduceAlgo::kRing;
-  };
+  so.perRank = std::move(perRank);
   const auto start = std::chrono::steady_clock::now();
   try {
-    spawn(4, [](Communicator& comm) {
-      check(false, "rank {}: created a communicator with mixed GYRE_ALGO", comm.rank());
+    spawn(ranks, [&](Communicator& comm) {
+      check(false, "rank {}: created a communicator with mixed {}", comm.rank(), setting);
     }, so);
     FAIL() << "spawn succeeded";
   } catch (const Error& e) {
     const std::string msg = e.what();
-    EXPECT_NE(msg.find("GYRE_ALGO=tree"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("GYRE_ALGO=ring"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(setting + "=" + a), std::string::npos) << msg;
+    EXPECT_NE(msg.find(setting + "=" + b), std::string::npos) << msg;
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
 }
 
+TEST(AlgorithmChoice, RanksWithDifferentSettingsFailAtCreation) {
+  expectRefusedAtCreation(
+      4, [](int rank, Options& o) { o.algo = rank == 2 ? AllReduceAlgo::kTree : AllReduceAlgo::kRing; },
+      "GYRE_ALGO", "tree", "ring");
+}
+
 // The NIC count decides auto's pick, so it must be equal too: named at creation.
 TEST(AlgorithmChoice, RanksWithDifferentNicCountsFailAtCreation) {
-  SpawnOptions so;
-  so.options.timeout = std::chrono::seconds(20);
-  so.perRank = [](int rank, Options& o) { o.nicsPerHost = rank == 1 ? 8 : 1; };
-  try {
-    spawn(3, [](Communicator& comm) {
-      check(false, "rank {}: created a communicator with mixed GYRE_NICS_PER_HOST", comm.rank());
-    }, so);
-    FAIL() << "spawn succeeded";
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find("GYRE_NICS_PER_HOST=8"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("GYRE_NICS_PER_HOST=1"), std::string::npos) << msg;
-  }
+  expectRefusedAtCreation(
+      3, [](int rank, Options& o) { o.nicsPerHost = rank == 1 ? 8 : 1; }, "GYRE_NICS_PER_HOST",
+      "8", "1");
 }
 
 // Should ranks still run different algorithms (the choice's inputs differ in a way the
