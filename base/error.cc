@@ -17,8 +17,37 @@ const char* errorCodeName(ErrorCode code) {
   return "unknown error";
 }
 
-Error::Error(ErrorCode code, const std::string& message)
-    : std::runtime_error(message), code_(code) {}
+ErrorCode errorCodeFromInt(int value, ErrorCode fallback) {
+  switch (static_cast<ErrorCode>(value)) {
+    case ErrorCode::kInvalidArgument:
+    case ErrorCode::kTimeout:
+    case ErrorCode::kRemoteError:
+    case ErrorCode::kMismatch:
+    case ErrorCode::kAborted:
+    case ErrorCode::kSystemError:
+    case ErrorCode::kInternal:
+      return static_cast<ErrorCode>(value);
+  }
+  return fallback;
+}
+
+const char* errorCauseName(ErrorCause cause) {
+  switch (cause) {
+    case ErrorCause::kUnspecified: return "unspecified";
+    case ErrorCause::kStoreLost: return "store lost";
+    case ErrorCause::kFailedElsewhere: return "failed on another rank";
+    case ErrorCause::kRankLeft: return "a rank left";
+    case ErrorCause::kRevoked: return "revoked";
+  }
+  return "unknown cause";
+}
+
+Error::Error(ErrorCode code, const std::string& message, ErrorCause cause)
+    : std::runtime_error(message), code_(code), cause_(cause) {}
+
+void reframe(const Error& e, const std::string& message) {
+  throw Error(e.code(), message, e.cause());
+}
 
 void failSystem(int err, const std::string& what) {
   throw Error(ErrorCode::kSystemError, fmt::format("{}: {}", what, std::strerror(err)));

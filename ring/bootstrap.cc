@@ -10,6 +10,7 @@
 #include "base/secret.h"
 #include "ring/host_identity.h"
 #include "ring/join.h"
+#include "ring/transport_plan.h"
 #include "store/store.h"
 #include "transport/rdma/rdma_connector.h"
 #include "transport/shm/shm_pipe.h"
@@ -47,70 +48,6 @@ std::string rdmaKey(int sender, int receiver, const char* end) {
   return fmt::format("rdma/{}-{}/{}", sender, receiver, end);
 }
 
-// Which peers get rdma pipes, and the device they use.
-struct RdmaChoice {
-  std::unique_ptr<RdmaConnector> connector;
-  std::set<int> peers;
-};
-
-// Decided alike on both ends of every pipe: each rank that may use rdma publishes whether
-// it has a usable device ("rdma/<rank>"), and a pair uses rdma only if both do. Logs, at
-// INFO, which transport each peer got and why.
-RdmaChoice chooseRdma(Store& store, const BootstrapParams& p, const Options& options,
-                      const std::vector<std::string>& hostIds) {
-  RdmaChoice c;
-  std::set<int> peers(p.sendTo.begin(), p.sendTo.end());
-  peers.insert(p.recvFrom.begin(), p.recvFrom.end());
-  const bool forced = options.transport == TransportKind::kRdma;
-  const bool offHost = std::any_of(hostIds.begin(), hostIds.end(),
-                                   [&](const std::string& h) { return h != hostIds[p.rank]; });
-  const bool wanted = forced || (options.transport == TransportKind::kAuto && offHost);
-  auto sameHost = [&](int peer) { return hostIds[peer] == hostIds[p.rank]; };
-  std::string why;
-  if (wanted) {
-    c.connector = RdmaConnector::open(options, &why);
-    if (!c.connector && forced) {
-      fail(ErrorCode::kInvalidArgument,
-           "rank {}: GYRE_TRANSPORT=rdma, but this rank has no usable RDMA device: {} (check "
-           "GYRE_IB_HCA and GYRE_IB_GID_INDEX, or use GYRE_TRANSPORT=auto or tcp)",
-           p.rank, why);
-    }
-    store.setString(fmt::format("rdma/{}", p.rank), c.connector ? c.connector->description() : "");
-  }
-  for (int peer : peers) {
-    std::string transport, reason;
-    if (!wanted || (!forced && sameHost(peer))) {
-      transport = sameHost(peer) && options.transport != TransportKind::kTcp ? "shm" : "tcp";
-      reason = options.transport == TransportKind::kTcp ? "GYRE_TRANSPORT=tcp"
-               : sameHost(peer)                         ? "same host"
-                                                        : "GYRE_TRANSPORT=" + std::string(
-                                                              options.transport == TransportKind::kShm ? "shm" : "auto");
-    } else {
-      std::string theirs = store.getString(fmt::format("rdma/{}", peer));
-      if (!c.connector) {
-        transport = "tcp";
-        reason = "this rank has no RDMA device: " + why;
-      } else if (theirs.empty()) {
-        if (forced) {
-          fail(ErrorCode::kInvalidArgument,
-               "rank {}: GYRE_TRANSPORT=rdma, but peer rank {} has no usable RDMA device", p.rank,
-               peer);
-        }
-        transport = "tcp";
-        reason = fmt::format("peer rank {} has no RDMA device", peer);
-      } else {
-        transport = "rdma";
-        reason = fmt::format("{}, {} -> {} on rank {}", forced ? "GYRE_TRANSPORT=rdma" : "another host",
-                             c.connector->description(), theirs, peer);
-        c.peers.insert(peer);
-      }
-    }
-    log(LogLevel::kInfo, p.rank, "peer rank {}: {} ({})", peer, transport, reason);
-  }
-  if (c.peers.empty()) c.connector.reset();
-  return c;
-}
-
 // Opens the segment a peer published, in short waits with a look at the join between
 // them: when another rank failed or died meanwhile (and the peer gave up because of it),
 // that is the error, not "the peer exited". The join's failure text is preferred only
@@ -128,10 +65,8 @@ std::unique_ptr<ShmSendPipe> openPeerSegment(Join& join, const std::string& wher
       try {
         join.checkAlarms();
       } catch (const Error& cause) {
-        const std::string text = cause.what();
-        readable = text.find("creating the communicator failed on another rank") !=
-                       std::string::npos ||
-                   text.find("while the communicator was being created") != std::string::npos;
+        readable = cause.cause() == ErrorCause::kFailedElsewhere ||
+                   cause.cause() == ErrorCause::kRankLeft;
         if (readable) throw;
       }
       if (e.code() == ErrorCode::kRemoteError || Clock::now() >= deadline || !readable) throw;
@@ -157,12 +92,11 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
   // rank, so a disagreement fails at creation everywhere, naming the setting.
   Fd listener = listenOn(SocketAddress::resolve(p.listenHost, 0));
   SocketAddress bound = SocketAddress::ofSocket(listener.get());
-  const bool room = options.transport != TransportKind::kTcp && shmHasRoom(p, options, p.rank);
   Claim mine;
   mine.rank = p.rank;
   mine.size = p.size;
   mine.pid = ::getpid();
-  mine.shm = room;
+  mine.shm = options.transport != TransportKind::kTcp && shmHasRoom(p, options, p.rank);
   mine.hostId = hostIdentity(options.hostId);
   mine.hostName = mine.hostId.substr(0, mine.hostId.find('/'));
   mine.address = bound.toString();
@@ -170,11 +104,21 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
   // A keyed hash: equal secrets give equal fingerprints, and the store learns nothing of
   // the secret from it.
   mine.token = p.token.empty() ? "-" : claimFingerprint(p.token);
+  // Everything both ends of a pipe depend on is in the claim or in these settings.
   mine.settings = fmt::format(
-      "GYRE_ALGO={} GYRE_SLOT_BYTES={} GYRE_SLOTS={} GYRE_NSOCKS={} GYRE_ENCRYPT={} "
-      "GYRE_NICS_PER_HOST={} protocol={}",
-      algoName(options.algo), options.slotBytes, options.slots, options.nsocks,
-      options.encrypt ? 1 : 0, options.nicsPerHost, kJoinProtocolVersion);
+      "GYRE_ALGO={} GYRE_TRANSPORT={} GYRE_SLOT_BYTES={} GYRE_SLOTS={} GYRE_NSOCKS={} "
+      "GYRE_ENCRYPT={} GYRE_NICS_PER_HOST={} protocol={}",
+      algoName(options.algo), transportName(options.transport), options.slotBytes, options.slots,
+      options.nsocks, options.encrypt ? 1 : 0, options.nicsPerHost, kJoinProtocolVersion);
+  // The device is opened before the check-in so that the claim can say whether there is
+  // one; it is closed again below when no peer gets an rdma pipe.
+  std::unique_ptr<RdmaConnector> rdmaDevice;
+  if (options.transport == TransportKind::kAuto || options.transport == TransportKind::kRdma) {
+    rdmaDevice = RdmaConnector::open(options, &mine.rdmaWhyNot);
+    if (rdmaDevice) mine.rdma = rdmaDevice->description();
+  } else {
+    mine.rdmaWhyNot = fmt::format("GYRE_TRANSPORT={}", transportName(options.transport));
+  }
   log(LogLevel::kInfo, p.rank, "listening on {}", bound.toString());
   const std::vector<Claim> claims = join.checkIn(mine);
   for (const Claim& c : claims) set.hostIds.push_back(c.hostId);
@@ -187,20 +131,21 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
   const std::string tag = p.token.empty() ? store.getString("token") : nameTag(p.token);
   p.commId = fnv1a64(tag + "/" + join.prefix() + "/" + claims[0].process);
 
-  // 2. Per peer: shared memory when on this host (and allowed); rdma to another host when
-  // both ends have a usable device (or everywhere with GYRE_TRANSPORT=rdma); else tcp.
-  RdmaChoice rdma = chooseRdma(store, p, options, set.hostIds);
-  auto useShm = [&](int peer) {
-    if (options.transport == TransportKind::kRdma) return false;
-    bool sameHost = set.hostIds[peer] == set.hostIds[p.rank];
-    if (options.transport == TransportKind::kTcp) return false;
-    if (options.transport == TransportKind::kShm && !sameHost) {
-      fail(ErrorCode::kInvalidArgument,
-           "rank {}: GYRE_TRANSPORT=shm, but peer rank {} is on another host ({} vs {})", p.rank,
-           peer, set.hostIds[peer], set.hostIds[p.rank]);
-    }
-    return sameHost && room && claims[peer].shm;
-  };
+  // 2. Per peer: shared memory on this host, rdma to another host when both ends have a
+  // device, else tcp (ring/transport_plan.h): computed from the claims alone, so both
+  // ends of every pipe agree.
+  std::vector<int> peers = p.sendTo;
+  peers.insert(peers.end(), p.recvFrom.begin(), p.recvFrom.end());
+  std::sort(peers.begin(), peers.end());
+  peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+  const TransportPlan plan = planTransports(claims, p.rank, peers, options.transport);
+  for (const auto& [peer, choice] : plan.peers) {
+    log(LogLevel::kInfo, p.rank, "peer rank {}: {} ({})", peer,
+        pipeTransportName(choice.transport), choice.reason);
+  }
+  if (plan.count(PipeTransport::kRdma) == 0) rdmaDevice.reset();
+  auto useShm = [&](int peer) { return plan.uses(peer, PipeTransport::kShm); };
+  auto useRdma = [&](int peer) { return plan.uses(peer, PipeTransport::kRdma); };
   auto pidOf = [&](int peer) { return static_cast<pid_t>(claims[peer].pid); };
 
   // 3. Receivers create their segments, anonymous (memfd: never a name in /dev/shm, so
@@ -217,18 +162,19 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
     ep.key = authKey(p.token);
     ep.encrypt = options.encrypt;
     ep.channels = options.nsocks;
-    auto useRdma = [&](int peer) { return rdma.peers.count(peer) != 0; };
-    for (int peer : rdma.peers) ep.oneChannel.insert(peer);
+    for (int peer : peers) {
+      if (useRdma(peer)) ep.oneChannel.insert(peer);
+    }
     for (int peer : p.recvFrom) {
-      if (!useShm(peer) && useRdma(peer)) {
+      if (useRdma(peer)) {
         store.setString(rdmaKey(peer, p.rank, "r"),
-                        rdma.connector->addRecv(peer, options.slots, options.slotBytes, p.size));
+                        rdmaDevice->addRecv(peer, options.slots, options.slotBytes, p.size));
       }
     }
     for (int peer : p.sendTo) {
-      if (!useShm(peer) && useRdma(peer)) {
+      if (useRdma(peer)) {
         store.setString(rdmaKey(p.rank, peer, "s"),
-                        rdma.connector->addSend(peer, options.slots, options.slotBytes, p.size));
+                        rdmaDevice->addSend(peer, options.slots, options.slotBytes, p.size));
       }
     }
     for (int peer : p.recvFrom) {
@@ -267,7 +213,7 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
         ++it;
         continue;
       }
-      set.send.emplace(it->first, rdma.connector->connectSend(
+      set.send.emplace(it->first, rdmaDevice->connectSend(
                                       it->first, store.getString(rdmaKey(p.rank, it->first, "r")),
                                       std::move(it->second.front())));
       it = conns.out.erase(it);
@@ -278,13 +224,13 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
         ++it;
         continue;
       }
-      set.recv.emplace(it->first, rdma.connector->connectRecv(
+      set.recv.emplace(it->first, rdmaDevice->connectRecv(
                                       it->first, store.getString(rdmaKey(it->first, p.rank, "s")),
                                       std::move(it->second.front())));
       it = conns.in.erase(it);
       ++rdmaPipes;
     }
-    rdma.connector.reset();
+    rdmaDevice.reset();
 
     set.progress = std::make_unique<TcpProgress>();
     // With GYRE_ENCRYPT, each connection's keys from its handshake (empty: plain).
@@ -316,10 +262,7 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
     throw;
   }
 
-  // Decided alike on every rank: shm everywhere iff every rank is on one host and offered it.
-  set.allShm = options.transport != TransportKind::kTcp &&
-               options.transport != TransportKind::kRdma && set.localRanks == p.size;
-  for (int r = 0; r < p.size && set.allShm; ++r) set.allShm = claims[r].shm;
+  set.allShm = plan.allShm;
 
   // 5. Rank 0's process may be the one serving the store: it must not return (and
   // perhaps exit, taking the store with it) while another rank still waits for a

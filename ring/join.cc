@@ -58,13 +58,18 @@ std::string settingsDiff(const std::string& mine, const std::string& theirs) {
 }  // namespace
 
 std::string Claim::encode() const {
-  return fmt::format("{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n", rank, size, pid, shm ? 1 : 0,
-                     hostId, hostName, address, process, token, settings);
+  auto oneLine = [](std::string text) {
+    std::replace(text.begin(), text.end(), '\n', ' ');
+    return text;
+  };
+  return fmt::format("{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n", rank, size, pid,
+                     shm ? 1 : 0, hostId, hostName, address, process, token, settings,
+                     oneLine(rdma), oneLine(rdmaWhyNot));
 }
 
 bool Claim::decode(const std::string& text, Claim* out) {
   std::istringstream in(text);
-  std::string f[10];
+  std::string f[12];
   for (std::string& field : f) {
     if (!std::getline(in, field)) return false;
   }
@@ -82,6 +87,8 @@ bool Claim::decode(const std::string& text, Claim* out) {
   out->process = f[7];
   out->token = f[8];
   out->settings = f[9];
+  out->rdma = f[10];
+  out->rdmaWhyNot = f[11];
   return true;
 }
 
@@ -362,18 +369,12 @@ void Join::watch(Ready&& ready, Progress&& progress, const char* what) {
       checkAlarms();
       checkRefusals();
     } catch (const Error& e) {
-      // Only the store's own errors ("add('...'): lost the connection to the bootstrap
-      // store ..."), not a failure another rank published.
-      const std::string text = e.what();
-      const bool storeGone = text.rfind("rank ", 0) != 0 &&
-                             (text.find("lost the connection to the bootstrap store") !=
-                                  std::string::npos ||
-                              text.find("is gone:") != std::string::npos);
-      if (!storeGone) throw;
-      fail(ErrorCode::kRemoteError,
-           "rank {}: the bootstrap store at {} went away after {:.1f} s, while {}: the process "
-           "serving it (rank 0) exited or failed, and its own output says why ({})",
-           rank_, storeName_, seconds(), what, text);
+      // Only the store's own errors, not a failure another rank published.
+      if (e.cause() != ErrorCause::kStoreLost) throw;
+      failWith(ErrorCode::kRemoteError, ErrorCause::kStoreLost,
+               "rank {}: the bootstrap store at {} went away after {:.1f} s, while {}: the "
+               "process serving it (rank 0) exited or failed, and its own output says why ({})",
+               rank_, storeName_, seconds(), what, e.what());
     }
     const Clock::time_point now = Clock::now();
     if (now >= deadline) {
@@ -431,9 +432,10 @@ void Join::checkAlarms() {
     int code = std::atoi(text.substr(0, nl).c_str());
     if (!seenCounted_) store_.add(key("error-seen"), 1);
     seenCounted_ = true;
-    throw Error(code >= 1 && code <= 7 ? static_cast<ErrorCode>(code) : ErrorCode::kRemoteError,
+    throw Error(errorCodeFromInt(code, ErrorCode::kRemoteError),
                 fmt::format("rank {}: creating the communicator failed on another rank: {}", rank_,
-                            nl == std::string::npos ? text : text.substr(nl + 1)));
+                            nl == std::string::npos ? text : text.substr(nl + 1)),
+                ErrorCause::kFailedElsewhere);
   }
   for (int r = 0; r < size_; ++r) {
     if (!store_.check({key(fmt::format("dropped/{}", r))}) ||
@@ -441,7 +443,7 @@ void Join::checkAlarms() {
       continue;
     }
     const Claim& c = byRank_[static_cast<size_t>(r)];
-    fail(ErrorCode::kRemoteError,
+    failWith(ErrorCode::kRemoteError, ErrorCause::kRankLeft,
          "rank {}: rank {}{} exited (or lost its connection to the store at {}) after {:.1f} s, "
          "while the communicator was being created: the others cannot go on without it; its own "
          "output says why it ended",

@@ -52,6 +52,8 @@ struct Claim {
   std::string process;   // unique id of its process (processIdentity())
   std::string token;     // claimFingerprint() of its secret (base/secret.h), "-" when none
   std::string settings;  // "GYRE_ALGO=ring GYRE_SLOT_BYTES=131072 ...": must agree
+  std::string rdma;      // its usable RDMA device ("rxe0 port 1 GID 1 (RoCE)"), or empty
+  std::string rdmaWhyNot;  // when empty: why not (for messages)
 
   std::string encode() const;
   static bool decode(const std::string& text, Claim* out);

@@ -221,7 +221,8 @@ StoreReply TcpStore::exchange(const StoreRequest& request, StoreReplyType expect
   std::vector<uint8_t> message = encodeStoreRequest(request);  // checks limits first
   std::lock_guard<std::mutex> lock(mu_);
   if (!lost_.empty()) {
-    fail(ErrorCode::kRemoteError, "{}: the bootstrap store at {} is gone: {}", what, name_, lost_);
+    failWith(ErrorCode::kRemoteError, ErrorCause::kStoreLost,
+             "{}: the bootstrap store at {} is gone: {}", what, name_, lost_);
   }
   const std::chrono::milliseconds bound = timeout();
   const Clock::time_point deadline = Clock::now() + bound;
@@ -253,8 +254,8 @@ StoreReply TcpStore::exchange(const StoreRequest& request, StoreReplyType expect
            describeDuration(bound), why, name_);
     }
     lost_ = e.what();
-    fail(e.code(), "{}: lost the connection to the bootstrap store at {}: {}", what, name_,
-         e.what());
+    failWith(e.code(), ErrorCause::kStoreLost,
+             "{}: lost the connection to the bootstrap store at {}: {}", what, name_, e.what());
   }
   if (reply.type == StoreReplyType::kError) {
     fail(ErrorCode::kInvalidArgument, "{} refused by the bootstrap store at {}: {}", what, name_,
@@ -263,8 +264,8 @@ StoreReply TcpStore::exchange(const StoreRequest& request, StoreReplyType expect
   if (reply.type != expected) {
     fd_.reset();
     lost_ = fmt::format("reply of type {} to {}", static_cast<int>(reply.type), what);
-    fail(ErrorCode::kRemoteError, "{}: the bootstrap store at {} sent a reply of the wrong type",
-         what, name_);
+    failWith(ErrorCode::kRemoteError, ErrorCause::kStoreLost,
+             "{}: the bootstrap store at {} sent a reply of the wrong type", what, name_);
   }
   return reply;
 }

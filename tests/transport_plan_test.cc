@@ -1,0 +1,149 @@
+// The transport of every pipe as a pure function of the claims (ring/transport_plan.h):
+// both ends of a pipe compute it on their own and must agree, and the reason names what
+// was really chosen (a full /dev/shm says tcp, not shm).
+#include "ring/transport_plan.h"
+
+#include <gtest/gtest.h>
+
+#include "expect_error.h"
+
+namespace gyre {
+namespace {
+
+Claim claim(int rank, const std::string& host, bool shm, const std::string& rdma = "") {
+  Claim c;
+  c.rank = rank;
+  c.size = 4;
+  c.hostId = host;
+  c.hostName = host;
+  c.address = "10.0.0." + std::to_string(rank + 1) + ":1234";
+  c.shm = shm;
+  c.rdma = rdma;
+  c.rdmaWhyNot = rdma.empty() ? "no RDMA devices" : "";
+  return c;
+}
+
+// Ranks 0-1 on host a, 2-3 on host b; every rank has room in /dev/shm and a device.
+std::vector<Claim> twoHosts() {
+  return {claim(0, "a", true, "rxe0 A"), claim(1, "a", true, "rxe0 A"),
+          claim(2, "b", true, "rxe0 B"), claim(3, "b", true, "rxe0 B")};
+}
+
+std::vector<int> othersOf(int rank) {
+  std::vector<int> out;
+  for (int r = 0; r < 4; ++r) {
+    if (r != rank) out.push_back(r);
+  }
+  return out;
+}
+
+// Every pipe's two ends chose the same transport.
+void expectBothEndsAgree(const std::vector<Claim>& claims, TransportKind kind) {
+  for (int a = 0; a < 4; ++a) {
+    TransportPlan pa = planTransports(claims, a, othersOf(a), kind);
+    for (int b = 0; b < 4; ++b) {
+      if (a == b) continue;
+      TransportPlan pb = planTransports(claims, b, othersOf(b), kind);
+      EXPECT_EQ(pa.peers.at(b).transport, pb.peers.at(a).transport) << a << " - " << b;
+    }
+  }
+}
+
+TEST(TransportPlan, AutoGivesShmOnTheHostAndRdmaAcrossWhenBothEndsHaveADevice) {
+  const auto claims = twoHosts();
+  TransportPlan p = planTransports(claims, 0, othersOf(0), TransportKind::kAuto);
+  EXPECT_EQ(p.peers.at(1).transport, PipeTransport::kShm);
+  EXPECT_EQ(p.peers.at(1).reason, "same host");
+  EXPECT_EQ(p.peers.at(2).transport, PipeTransport::kRdma);
+  EXPECT_EQ(p.peers.at(2).reason, "another host, rxe0 A -> rxe0 B on rank 2");
+  EXPECT_EQ(p.count(PipeTransport::kRdma), 2u);
+  EXPECT_FALSE(p.allShm);
+  expectBothEndsAgree(claims, TransportKind::kAuto);
+}
+
+TEST(TransportPlan, AutoFallsBackToTcpNamingTheEndWithoutADevice) {
+  auto claims = twoHosts();
+  claims[3].rdma = "";
+  claims[3].rdmaWhyNot = "no RDMA devices";
+  TransportPlan p = planTransports(claims, 0, othersOf(0), TransportKind::kAuto);
+  EXPECT_EQ(p.peers.at(2).transport, PipeTransport::kRdma);
+  EXPECT_EQ(p.peers.at(3).transport, PipeTransport::kTcp);
+  EXPECT_EQ(p.peers.at(3).reason, "peer rank 3 has no RDMA device");
+  TransportPlan q = planTransports(claims, 3, othersOf(3), TransportKind::kAuto);
+  EXPECT_EQ(q.peers.at(0).transport, PipeTransport::kTcp);
+  EXPECT_EQ(q.peers.at(0).reason, "this rank has no RDMA device: no RDMA devices");
+  expectBothEndsAgree(claims, TransportKind::kAuto);
+}
+
+TEST(TransportPlan, AFullDevShmOnEitherEndGivesTcpAndSaysSo) {
+  auto claims = twoHosts();
+  claims[1].shm = false;
+  TransportPlan p = planTransports(claims, 0, othersOf(0), TransportKind::kAuto);
+  EXPECT_EQ(p.peers.at(1).transport, PipeTransport::kTcp);
+  EXPECT_EQ(p.peers.at(1).reason, "same host, but /dev/shm has no room on rank 1");
+  TransportPlan q = planTransports(claims, 1, othersOf(1), TransportKind::kAuto);
+  EXPECT_EQ(q.peers.at(0).transport, PipeTransport::kTcp);
+  EXPECT_EQ(q.peers.at(0).reason, "same host, but /dev/shm has no room on rank 1");
+  expectBothEndsAgree(claims, TransportKind::kAuto);
+}
+
+TEST(TransportPlan, AllShmOnlyWhenEveryRankIsOnOneHostWithRoom) {
+  std::vector<Claim> one = {claim(0, "a", true), claim(1, "a", true), claim(2, "a", true),
+                            claim(3, "a", true)};
+  EXPECT_TRUE(planTransports(one, 2, othersOf(2), TransportKind::kAuto).allShm);
+  EXPECT_TRUE(planTransports(one, 2, othersOf(2), TransportKind::kShm).allShm);
+  EXPECT_FALSE(planTransports(one, 2, othersOf(2), TransportKind::kTcp).allShm);
+  one[0].shm = false;  // rank 0's /dev/shm is full: its pipes are tcp, so not all shm
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_FALSE(planTransports(one, r, othersOf(r), TransportKind::kAuto).allShm) << r;
+  }
+  EXPECT_FALSE(planTransports(twoHosts(), 0, othersOf(0), TransportKind::kAuto).allShm);
+}
+
+TEST(TransportPlan, TcpEverywhereWhenAsked) {
+  TransportPlan p = planTransports(twoHosts(), 1, othersOf(1), TransportKind::kTcp);
+  for (const auto& [peer, choice] : p.peers) {
+    EXPECT_EQ(choice.transport, PipeTransport::kTcp) << peer;
+    EXPECT_EQ(choice.reason, "GYRE_TRANSPORT=tcp");
+  }
+}
+
+TEST(TransportPlan, ForcedRdmaCoversTheHostTooAndFailsNamingTheRankWithoutADevice) {
+  auto claims = twoHosts();
+  TransportPlan p = planTransports(claims, 0, othersOf(0), TransportKind::kRdma);
+  EXPECT_EQ(p.peers.at(1).transport, PipeTransport::kRdma);
+  EXPECT_EQ(p.peers.at(3).transport, PipeTransport::kRdma);
+  claims[2].rdma = "";
+  claims[2].rdmaWhyNot = "GYRE_IB_HCA=mlx5 matches no device";
+  Error e = expectError([&] { planTransports(claims, 0, othersOf(0), TransportKind::kRdma); });
+  EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(std::string(e.what()).find("peer rank 2"), std::string::npos) << e.what();
+  EXPECT_NE(std::string(e.what()).find("GYRE_IB_HCA=mlx5 matches no device"), std::string::npos)
+      << e.what();
+  Error own = expectError([&] { planTransports(claims, 2, othersOf(2), TransportKind::kRdma); });
+  EXPECT_NE(std::string(own.what()).find("rank 2: GYRE_TRANSPORT=rdma, but this rank has no"),
+            std::string::npos)
+      << own.what();
+}
+
+TEST(TransportPlan, ShmAcrossHostsFailsNamingBothHosts) {
+  Error e = expectError([&] { planTransports(twoHosts(), 1, othersOf(1), TransportKind::kShm); });
+  EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(std::string(e.what()).find("peer rank 2 is on another host (b vs a)"),
+            std::string::npos)
+      << e.what();
+}
+
+TEST(TransportPlan, TheClaimCarriesTheDeviceAndWhyNotOnOneLineEach) {
+  Claim c = claim(1, "a", true, "rxe0 port 1 GID 1 (RoCE)");
+  c.rdmaWhyNot = "two\nlines";
+  Claim back;
+  ASSERT_TRUE(Claim::decode(c.encode(), &back));
+  EXPECT_EQ(back.rdma, "rxe0 port 1 GID 1 (RoCE)");
+  EXPECT_EQ(back.rdmaWhyNot, "two lines");
+  EXPECT_EQ(back.hostId, "a");
+  EXPECT_TRUE(back.shm);
+}
+
+}  // namespace
+}  // namespace gyre
