@@ -264,11 +264,6 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
 
   set.allShm = plan.allShm;
 
-  // 5. Rank 0's process may be the one serving the store: it must not return (and
-  // perhaps exit, taking the store with it) while another rank still waits for a
-  // reply. Every rank's last store call is this arrival.
-  join.arrive("done");
-  if (p.rank == 0) join.waitAll("done", "finishing creation");
   return set;
 }
 

@@ -7,6 +7,9 @@
 // it with the same arguments. Every wait is the join's: bounded by GYRE_JOIN_TIMEOUT,
 // reporting progress, ending at once on every rank when one fails or dies.
 //
+// It ends at the "connected" barrier: the caller (Communicator::Impl) ends creation with
+// the join's "done" barrier once it has finished with the store (the link probe).
+//
 // Ownership: the returned PipeSet owns its pipes and the tcp progress thread; pipes
 // are destroyed before the thread.
 #pragma once

@@ -85,10 +85,22 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store, int rank, int size,
       params.recvFrom.push_back(p);
     }
     pipes_ = connectPeers(*comm, join, params, options_);
+    finishCreation(join);
   } catch (const Error& e) {
     join.publishFailure(e);
     throw;
   }
+  log(LogLevel::kInfo, rank_, "communicator of {} ranks ready ({})", size_,
+      topology_.describe());
+}
+
+// After the pipes: the queue's context, the recorder, the topology and the link probe;
+// then the join's last two barriers, so that creation ends together. "done": every rank
+// has finished creating (a failure before it fails every rank); "left": every rank has
+// seen that and makes no more store calls for creation. Rank 0's process may be the one
+// serving the store: it returns (and may exit, taking the store with it) only after
+// every other rank's last store call.
+void Communicator::Impl::finishCreation(Join& join) {
   for (auto& [peer, pipe] : pipes_.send) peerPipes_.send[peer] = pipe.get();
   for (auto& [peer, pipe] : pipes_.recv) peerPipes_.recv[peer] = pipe.get();
   if (size_ > 1) {
@@ -122,10 +134,13 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store, int rank, int size,
       probeStore = std::make_shared<SignedStore>(probeStore, options_.token, describeStore(*store_));
     }
     cost_ = calibrateHostLinks(*probeStore, ring_, peerPipes_, topology_, rank_, options_,
-                               pipes_.allShm, options_.transport != TransportKind::kTcp);
+                               pipes_.allShm, options_.transport != TransportKind::kTcp,
+                               [&] { join.checkAlarms(); });
   }
-  log(LogLevel::kInfo, rank_, "communicator of {} ranks ready ({})", size_,
-      topology_.describe());
+  join.arrive("done");
+  join.waitAll("done", "finishing creation");
+  join.arrive("left");
+  if (rank_ == 0) join.waitAll("left", "finishing creation");
 }
 
 AllReduceAlgo Communicator::Impl::chooseAlgorithm(size_t bytes) const {

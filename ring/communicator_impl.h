@@ -113,6 +113,8 @@ class Communicator::Impl {
   const int size_;
 
  private:
+  // Creation after the pipes are connected, up to the join's last barrier.
+  void finishCreation(Join& join);
   template <typename Body>
   void execute(const CollectiveCall& call, uint64_t record, Body&& body);
   void runSingle(const CollectiveCall& call, const void* sendbuf, void* recvbuf);

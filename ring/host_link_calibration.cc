@@ -47,7 +47,8 @@ double parsed(const std::string& s) { return s == "none" ? 0 : std::strtod(s.c_s
 
 TwoLevelCost calibrateHostLinks(Store& store, const PrimitiveContext& base, const PeerPipes& pipes,
                                 const HostTopology& topology, int rank, const Options& options,
-                                bool allShm, bool intraShm) {
+                                bool allShm, bool intraShm,
+                                const std::function<void()>& checkOthers) {
   const TwoLevelCost fixed = twoLevelCost(intraShm, options.nicsPerHost);
   if (topology.hostCount() < 2) return fixed;
   if (options.algo != AllReduceAlgo::kAuto || !options.linkProbe) {
@@ -86,6 +87,7 @@ TwoLevelCost calibrateHostLinks(Store& store, const PrimitiveContext& base, cons
       std::chrono::steady_clock::now() +
       std::min<std::chrono::milliseconds>(options.timeout, std::chrono::seconds(30));
   while (!store.check({"probe/alpha", "probe/rate"})) {
+    checkOthers();
     if (std::chrono::steady_clock::now() > deadline) {
       log(LogLevel::kWarn, rank,
           "host link probe of ranks {} and {} not published in time; "

@@ -8,7 +8,11 @@
 //
 // Contract: collective over the communicator (every rank calls it once, after the
 // pipes are connected, before the first collective); bounded by the store's timeout.
+// While it waits for the leaders' results it calls `checkOthers` (the join's alarms:
+// ring/join.h), which throws when another rank failed or died meanwhile.
 #pragma once
+
+#include <functional>
 
 #include "base/options.h"
 #include "collectives/host_topology.h"
@@ -20,6 +24,7 @@ namespace gyre {
 
 TwoLevelCost calibrateHostLinks(Store& store, const PrimitiveContext& base, const PeerPipes& pipes,
                                 const HostTopology& topology, int rank, const Options& options,
-                                bool allShm, bool intraShm);
+                                bool allShm, bool intraShm,
+                                const std::function<void()>& checkOthers);
 
 }  // namespace gyre

@@ -256,6 +256,29 @@ TEST(Join, ALateRankIsWaitedForAndRankZeroSaysWhenAllJoined) {
   EXPECT_NE(outs[0].log.find("all 3 ranks joined in"), std::string::npos) << outs[0].log;
 }
 
+// Ranks on two (faked) hosts probe the link between them at creation, and every rank
+// reads the result from the store. Rank 0 serves the store and its process ends as soon
+// as creation returns: creation must end together on every rank (the join's last
+// barrier comes after the probe), or the others fail with "lost the connection to the
+// bootstrap store" while they read the probe's result.
+TEST(Join, CreationEndsTogetherSoRankZeroMayExitAtOnce) {
+  for (int round = 0; round < 5; ++round) {
+    const std::string token = uniqueToken("together");
+    const uint16_t port = testing::freePort();
+    Options o = joinOptions(token);
+    ProcessRanks group(4);
+    group.start([&](int c) {
+      Options mine = o;
+      mine.hostId = c < 2 ? "host-a" : "host-b";
+      std::shared_ptr<Store> store = joinStore("127.0.0.1", port, c, mine);
+      auto comm = Communicator::create(store, c, 4, mine, "127.0.0.1");
+      if (c != 0) std::this_thread::sleep_for(std::chrono::milliseconds(20 * c));
+    });
+    auto outs = group.join(25);
+    for (const Outcome& out : outs) EXPECT_TRUE(out.ok) << "round " << round << ": " << testing::describe(out);
+  }
+}
+
 // SIGKILL one rank at a random point of startup (connecting to the store, joining,
 // creating segments, connecting pipes, the first sums): the others end (failing, naming
 // it, or done if the kill came late) without hanging, and nothing of the job is left in
