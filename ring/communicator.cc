@@ -135,6 +135,14 @@ const char* Communicator::allReduceAlgorithm(size_t bytes) const {
 }
 const Options& Communicator::options() const { return impl_->options_; }
 
-void Communicator::abort() { impl_->abortFromUser(); }
+void Communicator::abort() { impl_->abortFromUser(false); }
+void Communicator::revoke() { impl_->abortFromUser(true); }
+int Communicator::failedRank() const { return impl_->failedRank(); }
+
+std::unique_ptr<Communicator> Communicator::shrink(const std::vector<int>& excluded,
+                                                   ShrinkMode mode) {
+  return std::unique_ptr<Communicator>(
+      new Communicator(impl_->shrink(excluded, mode == ShrinkMode::kAbort)));
+}
 
 }  // namespace gyre

@@ -40,6 +40,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/export.h"
 #include "base/options.h"
@@ -165,6 +166,39 @@ class GYRE_API Communicator {
   // Ends pending and later operations with kAborted and tells the other ranks (their
   // pending and later calls fail naming this abort). Any thread, any time; idempotent.
   void abort();
+
+  // ncclCommRevoke: as abort(), and the errors say so (Error::cause() is kRevoked): every
+  // pending and later operation on this communicator ends at once with kAborted, on this
+  // rank, without waiting for anyone. The peers are told as by abort(): a peer's pending
+  // operation fails naming it when it waits on a pipe from this rank (one waiting only on
+  // others ends as those do), its later ones at once. How a survivor stops a parent that
+  // may be mid-operation before shrink(). Any thread, any time; idempotent.
+  void revoke();
+
+  // The rank that the first failure on this communicator named as its cause (a peer that
+  // died, closed, stalled or aborted), or -1: no failure yet, or this rank's own (a
+  // mismatch, abort() or revoke() here). Survivors of one failure all name the same rank
+  // (failures are propagated), so it is what they pass to shrink(). Any thread.
+  int failedRank() const;
+
+  // ncclCommShrink: the ranks not in `excluded` make a new communicator among
+  // themselves, numbered 0.. in the order of their ranks here. Needs nothing from the
+  // excluded ranks (dead, stopped or cut off) and nothing from this communicator but its
+  // store: it may have failed, be revoked or have an operation pending on another thread
+  // (ShrinkMode::kAbort revokes it first, ending such operations; kDefault leaves it as
+  // it is). Collective over the survivors, who call shrink the same number of times on
+  // this communicator. The survivors must agree on `excluded`: the first proposal to
+  // reach the store is the decision, and a rank whose set differs fails with kMismatch
+  // naming both sets, so two survivors that saw different sets never both go on
+  // (Communicator::Impl::shrink has the argument). A survivor that is gone before the
+  // new communicator exists fails it on every rank, naming it (exclude it too).
+  // kInvalidArgument for a rank outside [0, size()), or this rank in `excluded`. The
+  // bootstrap store must outlive the excluded ranks: a store served by an excluded
+  // rank's process (rank 0 under a plain launch) is gone with it (gyrerun and torchrun
+  // serve it from the launcher).
+  enum class ShrinkMode { kDefault, kAbort };
+  std::unique_ptr<Communicator> shrink(const std::vector<int>& excluded,
+                                       ShrinkMode mode = ShrinkMode::kDefault);
 
   // Private to the library: not exported from libgyre.so (base/export.h).
   class GYRE_HIDDEN Impl;

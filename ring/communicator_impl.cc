@@ -24,7 +24,7 @@ namespace gyre {
 
 Communicator::Impl::Impl(std::shared_ptr<Store> store, int rank, int size,
                          const Options& options, const std::string& listenHost,
-                         const std::string& prefix)
+                         const std::string& prefix, const std::map<int, std::string>& goneKeys)
     : options_(options),
       rank_(rank),
       size_(size),
@@ -53,6 +53,7 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store, int rank, int size,
     prefix_ = prefix;
     join.usePrefix(prefix_);
   }
+  for (const auto& [r, key] : goneKeys) join.watchForGone(r, key);
   try {
     try {
       activeReduceIsa();  // GYRE_REDUCE_ISA against this CPU: at creation, not at the first sum
@@ -219,8 +220,10 @@ void Communicator::Impl::runSendRecv(CollectiveCall send, int sendPeer, const vo
 void Communicator::Impl::failAborted(CollectiveCall call, uint32_t seq) {
   call.seq = seq;
   std::lock_guard<std::mutex> lock(abortMu_);
-  fail(ErrorCode::kAborted, "rank {}: {} called on an aborted communicator{}", rank_,
-       describe(call), firstError_.empty() ? "" : " (after: " + firstError_ + ")");
+  failWith(ErrorCode::kAborted, revoked_.load() ? ErrorCause::kRevoked : ErrorCause::kUnspecified,
+           "rank {}: {} called on an {} communicator{}", rank_, describe(call),
+           revoked_.load() ? "revoked" : "aborted",
+           firstError_.empty() ? "" : " (after: " + firstError_ + ")");
 }
 
 template <typename Body>
@@ -269,6 +272,10 @@ void Communicator::Impl::failCollective(const CollectiveCall& call, const Error&
     localAbort = localAbortReason_;
   }
   Failure failure = classifyFailure(e, rank_, inspector_, localAbort);
+  if (failure.culprit >= 0 && failure.culprit != rank_) {
+    int none = -1;
+    failedRank_.compare_exchange_strong(none, failure.culprit);
+  }
   std::string message = failureMessage(rank_, call, inspector_.bytesSent(),
                                        inspector_.bytesReceived(), failure);
   log(LogLevel::kError, rank_, "{}", message);
@@ -283,7 +290,8 @@ void Communicator::Impl::failCollective(const CollectiveCall& call, const Error&
       log(LogLevel::kWarn, rank_, "{}", dumpError.what());
     }
   }
-  throw Error(failure.code, message);
+  throw Error(failure.code, message,
+              revoked_.load() ? ErrorCause::kRevoked : ErrorCause::kUnspecified);
 }
 
 void Communicator::Impl::abortAll(const PeerStatus& notice, const std::string& message) {
@@ -297,8 +305,9 @@ void Communicator::Impl::abortAll(const PeerStatus& notice, const std::string& m
   for (auto& [peer, pipe] : pipes_.recv) pipe->publish(notice);
 }
 
-void Communicator::Impl::abortFromUser() {
-  std::string reason = fmt::format("abort() was called on rank {}", rank_);
+void Communicator::Impl::abortFromUser(bool revoke) {
+  std::string reason = fmt::format("{}() was called on rank {}", revoke ? "revoke" : "abort", rank_);
+  if (revoke) revoked_.store(true);
   {
     std::lock_guard<std::mutex> lock(abortMu_);
     if (!localAbortReason_.empty()) return;
@@ -371,6 +380,80 @@ std::unique_ptr<Communicator::Impl> Communicator::Impl::split(int color, int key
       newRank, members.size());
   return std::make_unique<Impl>(store_, newRank, static_cast<int>(members.size()), options_,
                                 listenHost_, fmt::format("{}/split{}/color{}", prefix_, n, color));
+}
+
+
+// Shrink: the survivors agree on who is excluded through the store, then create the new
+// communicator among themselves.
+//
+// Agreement. Survivor s proposes its excluded set E(s): seq = add("proposals", 1), then
+// "proposal/<seq>" = "<s> <E(s)>". The decision D is proposal 1: the first proposal to
+// reach the store. s goes on only if E(s) == D; otherwise it fails with kMismatch
+// naming both sets. Safety: "proposals" is an atomic counter, so exactly one rank gets
+// seq 1 and writes proposal 1, once (with a secret, entries are signed: nobody else
+// can write it). Every survivor that goes on has E(s) == D, so any two that go on saw
+// the same set. They then create the communicator of the ranks not in D, whose join
+// needs every one of them: either all of them go on, or creation fails on every one
+// (a member that is gone, or that disagreed and failed, fails it naming that rank).
+// Liveness: a rank between its add and its write of proposal 1 that dies there leaves
+// the others waiting until GYRE_JOIN_TIMEOUT (then a timeout naming the key).
+// Nothing here reads this communicator's pipes, so its state does not matter.
+std::unique_ptr<Communicator::Impl> Communicator::Impl::shrink(const std::vector<int>& excludedIn,
+                                                               bool abortFirst) {
+  std::vector<int> excluded = excludedIn;
+  std::sort(excluded.begin(), excluded.end());
+  excluded.erase(std::unique(excluded.begin(), excluded.end()), excluded.end());
+  for (int r : excluded) {
+    if (r < 0 || r >= size_) {
+      fail(ErrorCode::kInvalidArgument, "rank {}: shrink: excluded rank {} is outside [0, {})",
+           rank_, r, size_);
+    }
+    if (r == rank_) {
+      fail(ErrorCode::kInvalidArgument,
+           "rank {}: shrink: this rank is in its own excluded list ({}); only the survivors "
+           "call shrink", rank_, rankRanges(excluded));
+    }
+  }
+  if (abortFirst) abortFromUser(true);
+  const int n = shrinks_++;
+  const std::string base = fmt::format("{}/shrink{}", prefix_, n);
+  std::shared_ptr<Store> agreed = std::make_shared<PrefixStore>(base, store_);
+  if (!options_.token.empty()) {
+    agreed = std::make_shared<SignedStore>(agreed, options_.token, describeStore(*store_));
+  }
+  agreed->setTimeout(std::min(options_.timeout, options_.joinTimeout));
+  const std::string mine = rankRanges(excluded);
+  const int64_t seq = agreed->add("proposals", 1);
+  agreed->setString(fmt::format("proposal/{}", seq), fmt::format("{} {}", rank_, mine));
+  const std::string first = seq == 1 ? fmt::format("{} {}", rank_, mine)
+                                     : agreed->getString("proposal/1");
+  const size_t space = first.find(' ');
+  const std::string proposer = first.substr(0, space);
+  const std::string decided = space == std::string::npos ? "" : first.substr(space + 1);
+  if (decided != mine) {
+    failWith(ErrorCode::kMismatch, ErrorCause::kUnspecified,
+             "rank {}: shrink {}: the survivors disagree on who is excluded: this rank excludes "
+             "{}, rank {} (the first to propose, whose set is the decision) excludes {}. This "
+             "rank does not join the shrunk communicator; survivors must pass the same ranks "
+             "(Communicator::failedRank() names the same rank on every survivor of one failure)",
+             rank_, n, mine, proposer, decided);
+  }
+  std::vector<int> survivors;
+  for (int r = 0; r < size_; ++r) {
+    if (!std::binary_search(excluded.begin(), excluded.end(), r)) survivors.push_back(r);
+  }
+  const int newRank = static_cast<int>(
+      std::lower_bound(survivors.begin(), survivors.end(), rank_) - survivors.begin());
+  // A survivor whose process ended meanwhile closed its store connection: the store
+  // set its drop key in this communicator's join (ring/join.h), which the new join watches.
+  std::map<int, std::string> gone;
+  for (size_t i = 0; i < survivors.size(); ++i) {
+    gone[static_cast<int>(i)] = fmt::format("{}/join/dropped/{}", prefix_, survivors[i]);
+  }
+  log(LogLevel::kInfo, rank_, "shrink {}: without rank(s) {} -> rank {} of {}", n, mine, newRank,
+      survivors.size());
+  return std::make_unique<Impl>(store_, newRank, static_cast<int>(survivors.size()), options_,
+                                listenHost_, base + "/comm", gone);
 }
 
 }  // namespace gyre

@@ -49,8 +49,12 @@ class Communicator::Impl {
  public:
   // prefix: the store keys of this communicator ("" = the next top-level one). Connects
   // to every other rank (collective: returns once all are connected).
+  // `goneKeys`: store keys, by rank of the new communicator, that exist once that rank's
+  // process is gone (a shrink's survivors: their parent's drop keys); creation fails
+  // naming it instead of waiting for it.
   Impl(std::shared_ptr<Store> store, int rank, int size, const Options& options,
-       const std::string& listenHost, const std::string& prefix = "");
+       const std::string& listenHost, const std::string& prefix = "",
+       const std::map<int, std::string>& goneKeys = {});
   // Finishes what was issued, then lets the last slices reach the peers.
   ~Impl();
 
@@ -105,8 +109,14 @@ class Communicator::Impl {
   // over this one; ring/communicator_impl.cc says how the ranks agree).
   std::unique_ptr<Impl> split(int color, int key);
 
-  // Any thread: ends pending and later operations with kAborted and tells the peers.
-  void abortFromUser();
+  // Any thread: ends pending and later operations with kAborted and tells the peers;
+  // `revoke`: the errors say the communicator was revoked (ErrorCause::kRevoked).
+  void abortFromUser(bool revoke);
+  int failedRank() const { return failedRank_.load(); }
+
+  // The survivors' communicator (collective over the ranks not in `excluded`; ring/
+  // communicator_impl.cc says how they agree). `abortFirst`: revoke this one first.
+  std::unique_ptr<Impl> shrink(const std::vector<int>& excluded, bool abortFirst);
 
   Options options_;
   const int rank_;
@@ -136,6 +146,7 @@ class Communicator::Impl {
   std::string listenHost_;
   std::string prefix_;   // this communicator's store keys
   int splits_ = 0;       // split() calls so far (the same on every rank)
+  int shrinks_ = 0;      // shrink() calls so far (the same on every survivor)
   PipeSet pipes_;
   PrimitiveContext ring_;
   PeerPipes peerPipes_;
@@ -147,6 +158,8 @@ class Communicator::Impl {
   std::atomic<bool> dumpedFailure_{false};    // the first failure's dump is written
   StallInspector inspector_;
   std::atomic<bool> aborted_{false};
+  std::atomic<bool> revoked_{false};   // revoke() was called: errors say so
+  std::atomic<int> failedRank_{-1};    // the first failure's culprit (another rank)
   std::atomic<uint32_t> seq_{0};  // written by the collective thread, read by abort()
   std::mutex abortMu_;            // serializes aborts; guards the three below
   std::string firstError_;

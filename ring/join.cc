@@ -367,6 +367,7 @@ void Join::watch(Ready&& ready, Progress&& progress, const char* what) {
     try {
       if (ready()) return;
       checkAlarms();
+      checkGone();
       checkRefusals();
     } catch (const Error& e) {
       // Only the store's own errors, not a failure another rank published.
@@ -450,6 +451,17 @@ void Join::checkAlarms() {
          rank_, r, c.rank >= 0 ? " (" + c.where() + ")" : "", storeName_, seconds());
   }
   alarmsSeen_ = alarms;  // only drops of ranks that had finished: nothing wrong
+}
+
+void Join::checkGone() {
+  for (const auto& [r, goneKey] : goneKeys_) {
+    if (store_.check({key(fmt::format("done/{}", r))}) || !store_.check({goneKey})) continue;
+    failWith(ErrorCode::kRemoteError, ErrorCause::kRankLeft,
+             "rank {}: rank {} of the new communicator is gone (its process's connection to the "
+             "store at {} closed: {}) after {:.1f} s, before the communicator was created: "
+             "exclude it too",
+             rank_, r, storeName_, goneKey, seconds());
+  }
 }
 
 void Join::failBeforeCheckIn(Store& store, int rank, int size, const Options& options,

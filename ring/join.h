@@ -108,6 +108,10 @@ class Join {
   static void failBeforeCheckIn(Store& store, int rank, int size, const Options& options,
                                 const Error& error) noexcept;
 
+  // A rank whose process is known to be gone once `key` exists in the store (a shrink's
+  // survivors: their parent's drop keys): the waits fail naming it instead of waiting.
+  void watchForGone(int rank, std::string key) { goneKeys_[rank] = std::move(key); }
+
   // Throws the first published failure, or names a rank whose store connection dropped
   // before it finished creation; returns when neither happened. For waits outside the
   // join's own (a peer's segment, say), so that they report the cause, not its echo.
@@ -118,6 +122,8 @@ class Join {
   // kRefusedGrace later, fails naming it. The grace is there because an outsider may
   // claim any rank: a real rank that arrives in time is never failed by one.
   void checkRefusals();
+  // Fails naming a rank watchForGone() knows to be gone, that has not finished creation.
+  void checkGone();
   static constexpr std::chrono::seconds kRefusedGrace{3};
 
  private:
@@ -147,6 +153,7 @@ class Join {
   int64_t refusalsSeen_ = 0;
   std::map<int, Clock::time_point> refusedSince_;  // missing ranks the store refused
   bool seenCounted_ = false;  // this rank is counted in "error-seen"
+  std::map<int, std::string> goneKeys_;  // watchForGone()
 };
 
 }  // namespace gyre

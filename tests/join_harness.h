@@ -59,6 +59,7 @@ class ProcessRanks {
 
   Clock::time_point started() const { return start_; }
   void kill(int child) { ::kill(children_.pid(child), SIGKILL); }
+  pid_t pid(int child) const { return children_.pid(child); }
 
   std::vector<Outcome> join(double deadlineSeconds) {
     const Clock::time_point deadline =

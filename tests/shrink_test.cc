@@ -1,0 +1,400 @@
+// Revoke and shrink (ring/communicator.h) with real processes: 8 ranks run a stream of
+// checked all-reduces, one of them is SIGKILLed (rank 0, a middle rank, a host's leader,
+// or one at random) or SIGSTOPped, and the survivors shrink and go on with exact results.
+// The bootstrap store is served by the test process, as gyrerun or torchrun's agent
+// serves it, so that rank 0's death does not take it away.
+//
+// Each survivor logs when its first all-reduce on the shrunk communicator completed
+// (CLOCK_MONOTONIC, comparable across processes); "[shrink]" lines give the time from
+// the kill to the last survivor's first completion, for the closing note.
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "base/error.h"
+#include "join_harness.h"
+#include "netns_hosts.h"
+#include "ring/communicator.h"
+#include "ring/join_store.h"
+#include "store/tcp_store.h"
+
+namespace gyre {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::Outcome;
+using testing::ProcessRanks;
+
+constexpr int kRanks = 8;
+
+// The gyre::Error f throws; kInternal (failing the child) when it throws none.
+template <typename F>
+Error caught(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e;
+  }
+  fail(ErrorCode::kInternal, "expected a gyre::Error, none was thrown");
+}
+
+Options shrinkOptions(const std::string& token) {
+  Options o;
+  o.timeout = 3s;  // GYRE_TIMEOUT: how long a stopped rank takes to be named
+  o.joinTimeout = 20s;
+  o.joinProgressFirst = 10s;
+  o.joinProgressEvery = 10s;
+  o.token = token;
+  return o;
+}
+
+// Sums of (rank + 1 + round) over `comm`, checked exactly; throws on a wrong value.
+void checkedSum(Communicator& comm, std::vector<int64_t>& v, int round) {
+  const int64_t n = comm.size();
+  std::fill(v.begin(), v.end(), comm.rank() + 1 + round);
+  comm.allReduce(v.data(), v.data(), v.size(), DataType::kInt64, ReduceOp::kSum);
+  const int64_t want = n * (n + 1) / 2 + n * round;
+  for (int64_t x : v) {
+    if (x != want) {
+      fail(ErrorCode::kInternal, "rank {} of {}: sum {} instead of {} (round {})", comm.rank(), n,
+           x, want, round);
+    }
+  }
+}
+
+// One rank: create, sum until a failure, shrink without the rank it names, sum again.
+// Logs "[survivor] dead=<r> size=<n> rank=<r'> first_ns=<t>".
+void survivor(int rank, const std::string& host, uint16_t port, const Options& options,
+              bool abortFirst) {
+  std::shared_ptr<Store> store = connectStore(host, port, rank, options);
+  auto comm = Communicator::create(store, rank, kRanks, options, host);
+  store->add("ready", 1);
+  std::vector<int64_t> v(4096);
+  const auto deadline = Clock::now() + 20s;
+  int round = 0;
+  try {
+    while (Clock::now() < deadline) checkedSum(*comm, v, round++);
+    fail(ErrorCode::kInternal, "rank {}: no failure in 20 s of all-reduces", rank);
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::kInternal) throw;
+    const int dead = comm->failedRank();
+    if (dead < 0) throw;
+    auto small = comm->shrink({dead}, abortFirst ? Communicator::ShrinkMode::kAbort
+                                                 : Communicator::ShrinkMode::kDefault);
+    checkedSum(*small, v, 0);
+    const long long firstNs = Clock::now().time_since_epoch().count();
+    for (int r = 1; r < 20; ++r) checkedSum(*small, v, r);
+    std::fprintf(stderr, "[survivor] dead=%d size=%d rank=%d first_ns=%lld\n", dead, small->size(),
+                 small->rank(), firstNs);
+    store->add("shrunk", 1);
+  }
+}
+
+struct SurvivorReport {
+  bool found = false;
+  int dead = -1, size = 0, rank = -1;
+  long long firstNs = 0;
+};
+
+SurvivorReport reportOf(const Outcome& o) {
+  SurvivorReport r;
+  const size_t at = o.log.find("[survivor] ");
+  if (at == std::string::npos) return r;
+  r.found = std::sscanf(o.log.c_str() + at, "[survivor] dead=%d size=%d rank=%d first_ns=%lld",
+                        &r.dead, &r.size, &r.rank, &r.firstNs) == 4;
+  return r;
+}
+
+// Waits (bounded) until `count` ranks have added 1 to `key`.
+void waitCount(TcpStore& store, const char* key, int count) {
+  const auto until = Clock::now() + 30s;
+  while (store.add(key, 0) < count && Clock::now() < until) std::this_thread::sleep_for(2ms);
+  ASSERT_EQ(store.add(key, 0), count) << key;
+}
+
+// Where the ranks run: on loopback, or in two network namespaces (ranks on host a when
+// inA(rank)) with the store served in host a by the test process (a thread that entered
+// the namespace: its sockets stay there), as gyrerun serves it on node 0.
+struct Layout {
+  const testing::NamespaceHosts* net = nullptr;
+  std::function<bool(int rank)> inA;
+  std::function<void(int rank, Options&)> adjust;  // loopback: fake hosts, say
+  std::string host() const { return net ? net->address(true) : "127.0.0.1"; }
+};
+
+std::shared_ptr<TcpStore> serveStore(const Layout& layout, const std::string& token) {
+  if (!layout.net) return TcpStore::serve("127.0.0.1", 0, 30s, token);
+  std::shared_ptr<TcpStore> server;
+  std::thread([&] {
+    layout.net->enter(true);
+    server = TcpStore::serve(layout.host(), 0, 30s, token);
+  }).join();
+  return server;
+}
+
+// Kills `victim` (SIGKILL, SIGSTOP: a hung rank, or 0: cuts host a's link, the victim
+// being alone on host b) `delay` after every rank is ready; checks that every other rank
+// shrank to the same 7 ranks with exact sums, and returns the time from the kill to the
+// last survivor's first completed all-reduce, in ms.
+double killAndShrink(int victim, int sig, std::chrono::milliseconds delay,
+                     const Layout& layout = {}, bool abortFirst = false) {
+  static int cases = 0;
+  const std::string token = fmt::format("shrink{}_{}", ::getpid(), ++cases);
+  auto server = serveStore(layout, token);
+  const uint16_t port = server->port();
+  const std::string host = layout.host();
+  ProcessRanks group(kRanks);
+  group.start([&](int c) {
+    Options o = shrinkOptions(token);
+    if (layout.net) layout.net->enter(layout.inA(c));
+    if (layout.adjust) layout.adjust(c, o);
+    survivor(c, host, port, o, abortFirst);
+  });
+  waitCount(*server, "ready", kRanks);
+  std::this_thread::sleep_for(delay);
+  const Clock::time_point killedAt = Clock::now();
+  if (sig == 0) {
+    EXPECT_TRUE(layout.net && layout.net->cut());
+  } else {
+    ::kill(group.pid(victim), sig);
+  }
+  if (sig != SIGKILL) {
+    // A stopped or cut-off rank would hold join() to its deadline: end it once the
+    // others are done.
+    waitCount(*server, "shrunk", kRanks - 1);
+    ::kill(group.pid(victim), SIGKILL);
+  }
+  auto outs = group.join(40);
+  double worstMs = 0;
+  for (const Outcome& o : outs) {
+    if (o.child == victim) continue;
+    SCOPED_TRACE(testing::describe(o));
+    EXPECT_TRUE(o.ok && !o.hung);
+    SurvivorReport r = reportOf(o);
+    EXPECT_TRUE(r.found);
+    if (!r.found) continue;
+    EXPECT_EQ(r.dead, victim);
+    EXPECT_EQ(r.size, kRanks - 1);
+    EXPECT_EQ(r.rank, o.child < victim ? o.child : o.child - 1);
+    const double ms =
+        std::chrono::duration<double, std::milli>(Clock::time_point(std::chrono::nanoseconds(r.firstNs)) -
+                                                  killedAt)
+            .count();
+    worstMs = std::max(worstMs, ms);
+  }
+  return worstMs;
+}
+
+void printTimes(const char* what, std::vector<double> ms) {
+  std::sort(ms.begin(), ms.end());
+  std::printf("[shrink] %s: kill -> first all-reduce on the shrunk communicator: median %.0f ms, "
+              "worst %.0f ms (%zu runs)\n",
+              what, ms[ms.size() / 2], ms.back(), ms.size());
+}
+
+TEST(Shrink, SurvivorsOfAKilledRankZeroGoOnWithExactResults) {
+  printTimes("rank 0 SIGKILLed, 8 ranks, one host", {killAndShrink(0, SIGKILL, 50ms)});
+}
+
+TEST(Shrink, SurvivorsOfAKilledMiddleRankGoOnWithExactResults) {
+  printTimes("rank 3 SIGKILLed, 8 ranks, one host", {killAndShrink(3, SIGKILL, 50ms)});
+}
+
+// Ranks 0-3 and 4-7 on two (faked) hosts: tcp between them, shm within; rank 4 leads
+// the second host.
+TEST(Shrink, SurvivorsOfAKilledHostLeaderGoOnWithExactResults) {
+  Layout twoHosts;
+  twoHosts.adjust = [](int c, Options& o) { o.hostId = c < 4 ? "host-a" : "host-b"; };
+  printTimes("rank 4 (host leader) SIGKILLed, 2 faked hosts x 4",
+             {killAndShrink(4, SIGKILL, 50ms, twoHosts)});
+}
+
+// A stopped rank is named after GYRE_TIMEOUT (3 s here) without progress; the survivors
+// revoke their communicator (ShrinkMode::kAbort) and shrink without it.
+TEST(Shrink, SurvivorsOfAStoppedRankShrinkAfterTheTimeout) {
+  const double ms = killAndShrink(5, SIGSTOP, 50ms, {}, /*abortFirst=*/true);
+  EXPECT_LT(ms, 3000 + 5000);
+  printTimes("rank 5 SIGSTOPped (GYRE_TIMEOUT=3 s), 8 ranks", {ms});
+}
+
+TEST(Shrink, FiftyRandomKillsNoHangNoWrongResultTheSetAgreedEveryTime) {
+  std::mt19937 rng(20261203);
+  std::vector<double> times;
+  for (int i = 0; i < 50; ++i) {
+    const int victim = static_cast<int>(rng() % kRanks);
+    const auto delay = std::chrono::milliseconds(rng() % 100);
+    SCOPED_TRACE(fmt::format("run {}: rank {} killed {} ms after creation", i, victim, delay.count()));
+    times.push_back(killAndShrink(victim, SIGKILL, delay));
+    if (::testing::Test::HasFailure()) break;
+  }
+  printTimes("50 random SIGKILLs, 8 ranks, one host", times);
+}
+
+// Across two network namespaces joined by a shaped veth (1 Gbit/s), 4 ranks each, the
+// store in host a: rank 0, a middle rank and host b's leader SIGKILLed, one SIGSTOPped,
+// 50 random kills; and a rank alone on host b cut off by taking the link down.
+class NetnsShrink : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!net_.ok()) GTEST_SKIP() << net_.why();
+    layout_.net = &net_;
+    layout_.inA = [](int rank) { return rank < 4; };
+  }
+  testing::NamespaceHosts net_{"shr", "10.216.0", {"1gbit", "128kb", "20ms", false}};
+  Layout layout_;
+};
+
+TEST_F(NetnsShrink, KilledRankZeroMiddleRankAndHostLeader) {
+  for (int victim : {0, 2, 4}) {
+    SCOPED_TRACE(fmt::format("rank {} killed", victim));
+    printTimes(fmt::format("rank {} SIGKILLed, 2 namespaced hosts x 4", victim).c_str(),
+               {killAndShrink(victim, SIGKILL, 50ms, layout_)});
+  }
+}
+
+TEST_F(NetnsShrink, StoppedRank) {
+  const double ms = killAndShrink(6, SIGSTOP, 50ms, layout_, /*abortFirst=*/true);
+  EXPECT_LT(ms, 3000 + 5000);
+  printTimes("rank 6 SIGSTOPped (GYRE_TIMEOUT=3 s), 2 namespaced hosts x 4", {ms});
+}
+
+TEST_F(NetnsShrink, RankCutOffByALinkDown) {
+  Layout alone = layout_;
+  alone.inA = [](int rank) { return rank != 7; };
+  const double ms = killAndShrink(7, 0, 50ms, alone, /*abortFirst=*/true);
+  printTimes("rank 7 (alone on host b) cut off by link down, GYRE_TIMEOUT=3 s", {ms});
+}
+
+TEST_F(NetnsShrink, FiftyRandomKills) {
+  std::mt19937 rng(20261204);
+  std::vector<double> times;
+  for (int i = 0; i < 50; ++i) {
+    const int victim = static_cast<int>(rng() % kRanks);
+    const auto delay = std::chrono::milliseconds(rng() % 100);
+    SCOPED_TRACE(fmt::format("run {}: rank {} killed {} ms after creation", i, victim, delay.count()));
+    times.push_back(killAndShrink(victim, SIGKILL, delay, layout_));
+    if (::testing::Test::HasFailure()) break;
+  }
+  printTimes("50 random SIGKILLs, 2 namespaced hosts x 4", times);
+}
+
+// Survivors that pass different sets never both go on: ranks 0 and 1 exclude rank 3,
+// rank 2 excludes rank 1 and proposes first, so its set is the decision. Ranks 0 and 1
+// fail naming both sets; rank 2 starts the communicator of ranks 0, 2 and 3, which fails
+// once rank 0 (failed) is gone. Rank 3 is alive and calls nothing.
+TEST(Shrink, SurvivorsThatDisagreeNeverBothGoOn) {
+  const std::string token = fmt::format("disagree{}", ::getpid());
+  auto server = TcpStore::serve("127.0.0.1", 0, 30s, token);
+  const uint16_t port = server->port();
+  ProcessRanks group(4);
+  group.start([&](int c) {
+    Options o = shrinkOptions(token);
+    std::shared_ptr<Store> store = connectStore("127.0.0.1", port, c, o);
+    auto comm = Communicator::create(store, c, 4, o, "127.0.0.1");
+    if (c == 3) {
+      std::this_thread::sleep_for(3s);
+      return;
+    }
+    if (c != 2) std::this_thread::sleep_for(300ms);  // rank 2's proposal is the first
+    auto small = comm->shrink(c == 2 ? std::vector<int>{1} : std::vector<int>{3});
+    fail(ErrorCode::kInternal, "rank {}: shrink returned a communicator of {}", c, small->size());
+  });
+  auto outs = group.join(20);
+  for (int c = 0; c < 3; ++c) {
+    const Outcome& o = outs[static_cast<size_t>(c)];
+    SCOPED_TRACE(testing::describe(o));
+    EXPECT_TRUE(o.reported && !o.ok && !o.hung);
+    EXPECT_LT(o.seconds, 10.0);
+    if (c < 2) {
+      EXPECT_EQ(o.code, static_cast<int>(ErrorCode::kMismatch));
+      EXPECT_NE(o.message.find("disagree on who is excluded: this rank excludes 3, rank 2 (the "
+                               "first to propose, whose set is the decision) excludes 1"),
+                std::string::npos);
+    } else {
+      EXPECT_NE(o.message.find("rank 0 of the new communicator is gone"), std::string::npos);
+      EXPECT_NE(o.message.find("exclude it too"), std::string::npos);
+    }
+  }
+}
+
+TEST(Shrink, ExcludingItselfOrARankOutsideTheGroupIsRefusedAtOnce) {
+  const std::string token = fmt::format("badshrink{}", ::getpid());
+  auto server = TcpStore::serve("127.0.0.1", 0, 30s, token);
+  const uint16_t port = server->port();
+  ProcessRanks group(2);
+  group.start([&](int c) {
+    Options o = shrinkOptions(token);
+    std::shared_ptr<Store> store = connectStore("127.0.0.1", port, c, o);
+    auto comm = Communicator::create(store, c, 2, o, "127.0.0.1");
+    Error self = caught([&] { comm->shrink({c}); });
+    Error outside = caught([&] { comm->shrink({2}); });
+    if (self.code() != ErrorCode::kInvalidArgument ||
+        std::string(self.what()).find("this rank is in its own excluded list") == std::string::npos ||
+        outside.code() != ErrorCode::kInvalidArgument ||
+        std::string(outside.what()).find("excluded rank 2 is outside [0, 2)") == std::string::npos) {
+      fail(ErrorCode::kInternal, "unexpected: '{}' / '{}'", self.what(), outside.what());
+    }
+    // Refused before anything was proposed: the communicator still works.
+    std::vector<int64_t> v(16, 1);
+    comm->allReduce(v.data(), v.data(), v.size(), DataType::kInt64, ReduceOp::kSum);
+    if (v[0] != 2) fail(ErrorCode::kInternal, "sum {}", v[0]);
+  });
+  for (const Outcome& o : group.join(20)) EXPECT_TRUE(o.ok) << testing::describe(o);
+}
+
+// revoke() ends this rank's pending operation at once (long before GYRE_TIMEOUT, 3 s
+// here) and every later one, with kAborted and the cause kRevoked. The peers' pending
+// operations wait on other pipes (rank 3 never joins), so they end when rank 3 exits;
+// their later ones fail.
+TEST(Revoke, EndsPendingAndLaterOperationsAtOnceOnThisRankAndTellsThePeers) {
+  const std::string token = fmt::format("revoke{}", ::getpid());
+  auto server = TcpStore::serve("127.0.0.1", 0, 30s, token);
+  const uint16_t port = server->port();
+  ProcessRanks group(4);
+  group.start([&](int c) {
+    Options o = shrinkOptions(token);
+    std::shared_ptr<Store> store = connectStore("127.0.0.1", port, c, o);
+    auto comm = Communicator::create(store, c, 4, o, "127.0.0.1");
+    if (c == 3) {  // never joins the all-reduce: the others' stays pending
+      std::this_thread::sleep_for(2s);
+      return;
+    }
+    std::vector<int64_t> v(1 << 16, 1);
+    const auto start = Clock::now();
+    Work w = comm->allReduceAsync(v.data(), v.data(), v.size(), DataType::kInt64, ReduceOp::kSum);
+    if (c == 0) {
+      std::this_thread::sleep_for(200ms);
+      comm->revoke();
+    }
+    Error pending = caught([&] { w.wait(); });
+    const double took = std::chrono::duration<double>(Clock::now() - start).count();
+    if (c == 0 && (pending.code() != ErrorCode::kAborted || took > 1.0 ||
+                   pending.cause() != ErrorCause::kRevoked ||
+                   std::string(pending.what()).find("revoke() was called on rank 0") ==
+                       std::string::npos)) {
+      fail(ErrorCode::kInternal, "rank 0: pending op ended after {:.2f} s with {} ({}) '{}'",
+           took, errorCodeName(pending.code()), errorCauseName(pending.cause()), pending.what());
+    }
+    Error later = caught(
+        [&] { comm->allReduce(v.data(), v.data(), 1, DataType::kInt64, ReduceOp::kSum); });
+    if (later.code() != ErrorCode::kAborted ||
+        (c == 0 && (later.cause() != ErrorCause::kRevoked ||
+                    std::string(later.what()).find("revoked communicator") == std::string::npos))) {
+      fail(ErrorCode::kInternal, "rank {}: later op: {} '{}'", c, errorCauseName(later.cause()),
+           later.what());
+    }
+  });
+  for (const Outcome& o : group.join(20)) EXPECT_TRUE(o.ok) << testing::describe(o);
+}
+
+}  // namespace
+}  // namespace gyre
