@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "base/error.h"
 #include "base/options.h"
@@ -166,6 +167,47 @@ gyreResult_t gyreCommSplit(gyreComm_t comm, int color, int key, gyreComm_t* newc
     needOut(newcomm, "newcomm");
     std::unique_ptr<gyre::Communicator> child = need(comm).split(color, key);
     if (child) *newcomm = wrap(std::move(child));
+  });
+}
+
+// ---- Recovery --------------------------------------------------------------------------
+
+gyreResult_t gyreCommRevoke(gyreComm_t comm, int revokeFlags) {
+  return guarded(slotOf(comm), "gyreCommRevoke", [&] {
+    if (revokeFlags != 0) {
+      fail(ErrorCode::kInvalidArgument, "gyreCommRevoke: revokeFlags {} (only 0 is defined)",
+           revokeFlags);
+    }
+    need(comm).revoke();
+  });
+}
+
+gyreResult_t gyreCommGetFailedRank(const gyreComm_t comm, int* rank) {
+  return guarded(slotOf(comm), "gyreCommGetFailedRank", [&] {
+    needOut(rank, "rank");
+    *rank = need(comm).failedRank();
+  });
+}
+
+gyreResult_t gyreCommShrink(gyreComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                            gyreComm_t* newcomm, int shrinkFlags) {
+  if (newcomm) *newcomm = nullptr;
+  return guarded(slotOf(comm), "gyreCommShrink", [&] {
+    needOut(newcomm, "newcomm");
+    if (excludeRanksCount < 0 || (excludeRanksCount > 0 && excludeRanksList == nullptr)) {
+      fail(ErrorCode::kInvalidArgument,
+           "gyreCommShrink: excludeRanksList is NULL or excludeRanksCount {} is negative",
+           excludeRanksCount);
+    }
+    if (shrinkFlags != GYRE_SHRINK_DEFAULT && shrinkFlags != GYRE_SHRINK_ABORT) {
+      fail(ErrorCode::kInvalidArgument,
+           "gyreCommShrink: shrinkFlags {} (GYRE_SHRINK_DEFAULT or GYRE_SHRINK_ABORT)",
+           shrinkFlags);
+    }
+    std::vector<int> excluded(excludeRanksList, excludeRanksList + excludeRanksCount);
+    *newcomm = wrap(need(comm).shrink(excluded, shrinkFlags == GYRE_SHRINK_ABORT
+                                                    ? gyre::Communicator::ShrinkMode::kAbort
+                                                    : gyre::Communicator::ShrinkMode::kDefault));
   });
 }
 

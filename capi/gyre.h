@@ -20,8 +20,8 @@
  *   gyreTest reports it done or gyreWait returns. Operations of one communicator run one
  *   at a time in issue order. Counts may be 0.
  * - Threads: calls on one communicator come from one thread at a time, except
- *   gyreCommAbort (any thread, any time) and gyreTest/gyreWait/gyreRequestFree on its
- *   requests (any thread). Different communicators are independent.
+ *   gyreCommAbort and gyreCommRevoke (any thread, any time) and gyreTest/gyreWait/
+ *   gyreRequestFree on its requests (any thread). Different communicators are independent.
  *
  * Differences from NCCL
  * - Host memory and blocking calls instead of CUDA streams; *Async + gyreRequest_t take
@@ -146,6 +146,27 @@ gyreResult_t gyreCommUserRank(const gyreComm_t comm, int* rank);
 /* Collective over comm: ranks with the same color form *newcomm, ordered by key (ties by
  * rank). A negative color (GYRE_SPLIT_NOCOLOR) joins none and gets *newcomm = NULL. */
 gyreResult_t gyreCommSplit(gyreComm_t comm, int color, int key, gyreComm_t* newcomm);
+
+/* ---- Recovery (ring/communicator.h: revoke, failedRank, shrink) ----------------------- */
+
+/* gyreCommShrink's flags, as NCCL's NCCL_SHRINK_DEFAULT and NCCL_SHRINK_ABORT. */
+#define GYRE_SHRINK_DEFAULT 0
+#define GYRE_SHRINK_ABORT 1
+/* ncclCommRevoke: as gyreCommAbort, and the errors say the communicator was revoked:
+ * every pending and later operation on comm ends at once with gyreAborted on this rank,
+ * without waiting for anyone. revokeFlags must be 0. Any thread, any time, idempotent. */
+gyreResult_t gyreCommRevoke(gyreComm_t comm, int revokeFlags);
+/* The rank the first failure on comm named as its cause (a peer that died, closed,
+ * stalled or aborted), or -1: none yet, or this rank's own. */
+gyreResult_t gyreCommGetFailedRank(const gyreComm_t comm, int* rank);
+/* ncclCommShrink: the ranks not in excludeRanksList make *newcomm among themselves,
+ * numbered in the order of their ranks in comm, with no help from the excluded ranks and
+ * from comm in any state (GYRE_SHRINK_ABORT revokes it first). Collective over the
+ * survivors, who pass the same set: a survivor whose set differs from the first one
+ * proposed fails with gyreMismatch and never joins. The bootstrap store must outlive the
+ * excluded ranks (the process that called gyreGetUniqueId, or gyrerun's store). */
+gyreResult_t gyreCommShrink(gyreComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                            gyreComm_t* newcomm, int shrinkFlags);
 
 /* ---- Collectives (blocking) --------------------------------------------------------- */
 /* In-place rules are NCCL's: sendbuff == recvbuff for all-reduce, broadcast and reduce;

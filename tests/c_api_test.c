@@ -766,6 +766,51 @@ static void test_abort_from_thread(gyreComm_t world) {
   OK(gyreBarrier(world), world);
 }
 
+/* Rank 3 leaves a duplicate of the world (it revokes its own and calls nothing more on
+ * it); ranks 0-2 shrink the duplicate without it and run checked all-reduces on the
+ * result. Also the flags and lists gyreCommRevoke and gyreCommShrink refuse. */
+static void test_shrink(gyreComm_t world) {
+  gyreComm_t dup = NULL, small = NULL;
+  int32_t buf[64];
+  int failed = 7, bad = 9;
+  memset(buf, 0, sizeof(buf));
+  if (!OK(gyreCommSplit(world, 0, g_rank, &dup), world)) return;
+  if (!OK(gyreCommGetFailedRank(dup, &failed), dup) || failed != -1) {
+    failf("gyreCommGetFailedRank: %d before any failure, expected -1", failed);
+  }
+  expect(gyreCommRevoke(dup, 1), gyreInvalidArgument, "gyreCommRevoke with flags 1", dup);
+  expect(gyreCommShrink(dup, &bad, 1, &small, 7), gyreInvalidArgument,
+         "gyreCommShrink with flags 7", dup);
+  expect(gyreCommShrink(dup, NULL, 1, &small, GYRE_SHRINK_DEFAULT), gyreInvalidArgument,
+         "gyreCommShrink with a NULL list", dup);
+  if (small != NULL) failf("a refused gyreCommShrink left *newcomm set");
+  if (g_rank == NRANKS - 1) {
+    OK(gyreCommRevoke(dup, 0), dup);
+    expect(gyreAllReduce(buf, buf, 64, gyreInt32, gyreSum, dup), gyreAborted,
+           "gyreAllReduce after gyreCommRevoke", dup);
+    expect_message(dup, "revoked");
+  } else {
+    int excluded = NRANKS - 1, self = g_rank;
+    const int first[NRANKS - 1] = {0, 1, 2};
+    expect(gyreCommShrink(dup, &self, 1, &small, GYRE_SHRINK_DEFAULT), gyreInvalidArgument,
+           "gyreCommShrink excluding this rank", dup);
+    if (OK(gyreCommShrink(dup, &excluded, 1, &small, GYRE_SHRINK_ABORT), dup)) {
+      if (comm_size(small) != NRANKS - 1 || comm_rank(small) != g_rank) {
+        failf("shrink: %d of %d, expected %d of %d", comm_rank(small), comm_size(small), g_rank,
+              NRANKS - 1);
+      }
+      allreduce_case(small, first, NRANKS - 1, gyreInt32, gyreSum, BIG, 1, 0);
+      allreduce_case(small, first, NRANKS - 1, gyreFloat64, gyreMax, 33, 0, 1);
+      OK(gyreCommDestroy(small), NULL);
+    }
+    /* GYRE_SHRINK_ABORT revoked the parent. */
+    expect(gyreAllReduce(buf, buf, 64, gyreInt32, gyreSum, dup), gyreAborted,
+           "gyreAllReduce on the parent after gyreCommShrink(GYRE_SHRINK_ABORT)", dup);
+  }
+  OK(gyreCommDestroy(dup), NULL);
+  OK(gyreBarrier(world), world);
+}
+
 /* ---- The collectives with schedules of their own, each on a duplicate ------------------- */
 
 static void test_reduce(gyreComm_t comm) {
@@ -1082,6 +1127,9 @@ static int rank_main(int mode_env, const gyreUniqueId* id) {
   test_split(world);
   section("abort");
   test_abort(world);
+  section("shrink");
+  test_shrink(world);
+  section("abort from a thread");
   test_abort_from_thread(world);
   section("(isolated)");
   isolated(world, "reduce", test_reduce);
