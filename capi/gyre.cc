@@ -211,6 +211,35 @@ gyreResult_t gyreCommShrink(gyreComm_t comm, int* excludeRanksList, int excludeR
   });
 }
 
+gyreResult_t gyreCommGrow(gyreComm_t comm, int nRanks, const gyreUniqueId* uniqueId,
+                          gyreComm_t* newcomm) {
+  if (newcomm) *newcomm = nullptr;
+  return guarded(comm ? slotOf(comm) : nullptr, "gyreCommGrow", [&] {
+    needOut(newcomm, "newcomm");
+    if (comm != nullptr) {
+      *newcomm = wrap(need(comm).grow(nRanks));
+      return;
+    }
+    if (uniqueId == nullptr) {
+      fail(ErrorCode::kInvalidArgument,
+           "gyreCommGrow: a newcomer (comm NULL) needs the job's gyreUniqueId");
+    }
+    gyre::capi::UniqueId id = gyre::capi::decode(uniqueId->internal);
+    gyre::Options options = gyre::Options::fromEnvironment();
+    options.token = id.token;
+    auto store = gyre::connectStore(id.host, id.port, -1, options);
+    *newcomm = wrap(gyre::Communicator::joinGrow(std::move(store), options, id.host));
+    int size = 0;
+    gyreCommCount(*newcomm, &size);
+    if (size != nRanks) {
+      gyreCommDestroy(*newcomm);
+      *newcomm = nullptr;
+      fail(ErrorCode::kInvalidArgument, "gyreCommGrow: the grow this newcomer joined makes {} "
+           "ranks, not nRanks {}", size, nRanks);
+    }
+  });
+}
+
 // ---- Requests -------------------------------------------------------------------------
 
 gyreResult_t gyreTest(gyreRequest_t request, int* done) {

@@ -167,6 +167,13 @@ gyreResult_t gyreCommGetFailedRank(const gyreComm_t comm, int* rank);
  * excluded ranks (the process that called gyreGetUniqueId, or gyrerun's store). */
 gyreResult_t gyreCommShrink(gyreComm_t comm, int* excludeRanksList, int excludeRanksCount,
                             gyreComm_t* newcomm, int shrinkFlags);
+/* ncclCommGrow: comm's ranks and nRanks - size(comm) newcomers make *newcomm of nRanks
+ * ranks. A rank of comm passes comm (uniqueId is not read and may be NULL) and keeps its
+ * number; a newcomer passes comm = NULL and the job's id (the one the ranks were created
+ * with) and gets the next free number in the order of arrival (NCCL's newcomers pass
+ * theirs). Collective over comm's ranks and the newcomers; one grow at a time per store. */
+gyreResult_t gyreCommGrow(gyreComm_t comm, int nRanks, const gyreUniqueId* uniqueId,
+                          gyreComm_t* newcomm);
 
 /* ---- Collectives (blocking) --------------------------------------------------------- */
 /* In-place rules are NCCL's: sendbuff == recvbuff for all-reduce, broadcast and reduce;

@@ -139,6 +139,19 @@ void Communicator::abort() { impl_->abortFromUser(false); }
 void Communicator::revoke() { impl_->abortFromUser(true); }
 int Communicator::failedRank() const { return impl_->failedRank(); }
 
+std::unique_ptr<Communicator> Communicator::grow(int newSize) {
+  return std::unique_ptr<Communicator>(new Communicator(impl_->grow(newSize)));
+}
+
+std::unique_ptr<Communicator> Communicator::joinGrow(std::shared_ptr<Store> store,
+                                                     const Options& options,
+                                                     const std::string& routeHost) {
+  if (!store) fail(ErrorCode::kInvalidArgument, "Communicator::joinGrow: null store");
+  const std::string host = listenAddress(options.socketIfname, routeHost);
+  return std::unique_ptr<Communicator>(
+      new Communicator(Impl::joinGrow(std::move(store), options, host)));
+}
+
 std::unique_ptr<Communicator> Communicator::shrink(const std::vector<int>& excluded,
                                                    ShrinkMode mode) {
   return std::unique_ptr<Communicator>(

@@ -200,6 +200,19 @@ class GYRE_API Communicator {
   std::unique_ptr<Communicator> shrink(const std::vector<int>& excluded,
                                        ShrinkMode mode = ShrinkMode::kDefault);
 
+  // ncclCommGrow: this communicator's ranks and newSize - size() newcomers (processes
+  // calling joinGrow() on the same store) make a communicator of newSize ranks; the
+  // existing ranks keep their numbers, the newcomers get size()..newSize-1 in the order
+  // they arrive. Collective over this communicator (which stays usable and is not
+  // touched: its store only); bounded by GYRE_JOIN_TIMEOUT like creation. One grow at a
+  // time per store: the newcomers meet the ranks under the store's "gyre/grow/" keys.
+  std::unique_ptr<Communicator> grow(int newSize);
+  // A newcomer's side of grow(): waits (up to GYRE_JOIN_TIMEOUT) for the next grow on
+  // `store` and joins it. kInvalidArgument when that grow has no room left for it.
+  static std::unique_ptr<Communicator> joinGrow(std::shared_ptr<Store> store,
+                                                const Options& options,
+                                                const std::string& routeHost);
+
   // Private to the library: not exported from libgyre.so (base/export.h).
   class GYRE_HIDDEN Impl;
 

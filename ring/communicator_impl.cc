@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <thread>
 #include <vector>
 
 #include "base/error.h"
@@ -454,6 +455,87 @@ std::unique_ptr<Communicator::Impl> Communicator::Impl::shrink(const std::vector
       survivors.size());
   return std::make_unique<Impl>(store_, newRank, static_cast<int>(survivors.size()), options_,
                                 listenHost_, base + "/comm", gone);
+}
+
+
+// Grow: the existing ranks and the newcomers meet under the store's "gyre/grow/" keys
+// (signed with a secret, so nobody else can steer a newcomer):
+//   generation      how many grows have completed (add: the counter)
+//   <g>/ticket      "<old size> <new size> <prefix>", set by rank 0 for grow number g
+//   <g>/arrivals    add: the newcomers' order, so newcomer i gets rank <old size> + i
+// A newcomer reads g, waits for ticket g, and when that grow is already complete (its
+// join says so: it arrived after a finished grow, before the generation moved on) waits
+// for the next. Rank 0 moves the generation on once the grown communicator exists.
+namespace {
+
+std::shared_ptr<Store> growStore(const std::shared_ptr<Store>& store, const Options& options) {
+  std::shared_ptr<Store> s = std::make_shared<PrefixStore>("gyre/grow", store);
+  if (!options.token.empty()) s = std::make_shared<SignedStore>(s, options.token, describeStore(*store));
+  s->setTimeout(std::min(options.timeout, options.joinTimeout));
+  return s;
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator::Impl> Communicator::Impl::grow(int newSize) {
+  if (newSize <= size_) {
+    fail(ErrorCode::kInvalidArgument, "rank {}: grow: the new size {} must exceed the size {}",
+         rank_, newSize, size_);
+  }
+  if (aborted_.load()) {
+    std::lock_guard<std::mutex> lock(abortMu_);
+    fail(ErrorCode::kAborted, "rank {}: grow called on an aborted communicator{} (shrink it first)",
+         rank_, firstError_.empty() ? "" : " (after: " + firstError_ + ")");
+  }
+  const std::string prefix = fmt::format("{}/grow{}/comm", prefix_, grows_++);
+  std::shared_ptr<Store> meet = growStore(store_, options_);
+  if (rank_ == 0) {
+    const int64_t g = meet->add("generation", 0);
+    meet->setString(fmt::format("{}/ticket", g), fmt::format("{} {} {}", size_, newSize, prefix));
+  }
+  log(LogLevel::kInfo, rank_, "grow: {} -> {} ranks", size_, newSize);
+  auto grown = std::make_unique<Impl>(store_, rank_, newSize, options_, listenHost_, prefix);
+  if (rank_ == 0) meet->add("generation", 1);
+  return grown;
+}
+
+std::unique_ptr<Communicator::Impl> Communicator::Impl::joinGrow(std::shared_ptr<Store> store,
+                                                                 const Options& options,
+                                                                 const std::string& listenHost) {
+  std::shared_ptr<Store> meet = growStore(store, options);
+  const Clock::time_point deadline = Clock::now() + options.joinTimeout;
+  for (;;) {
+    const int64_t g = meet->add("generation", 0);
+    const std::string ticketKey = fmt::format("{}/ticket", g);
+    if (meet->check({ticketKey})) {
+      int oldSize = 0, newSize = 0;
+      char prefix[512] = {0};
+      const std::string ticket = meet->getString(ticketKey);
+      if (std::sscanf(ticket.c_str(), "%d %d %511s", &oldSize, &newSize, prefix) != 3) {
+        fail(ErrorCode::kInternal, "joinGrow: malformed ticket '{}' in the store at {}", ticket,
+             describeStore(*store));
+      }
+      if (!store->check({std::string(prefix) + "/join/complete"})) {
+        const int64_t i = meet->add(fmt::format("{}/arrivals", g), 1) - 1;
+        if (i >= newSize - oldSize) {
+          fail(ErrorCode::kInvalidArgument,
+               "joinGrow: grow {} of the communicator at the store {} takes {} new rank(s), and "
+               "{} processes came: this one is left out",
+               g, describeStore(*store), newSize - oldSize, i + 1);
+        }
+        const int rank = oldSize + static_cast<int>(i);
+        log(LogLevel::kInfo, rank, "joining by grow {}: rank {} of {}", g, rank, newSize);
+        return std::make_unique<Impl>(store, rank, newSize, options, listenHost, prefix);
+      }
+    }
+    if (Clock::now() >= deadline) {
+      fail(ErrorCode::kTimeout,
+           "joinGrow: no communicator grew through the store at {} within {:.0f} s "
+           "(GYRE_JOIN_TIMEOUT): the existing ranks must call grow()",
+           describeStore(*store), options.joinTimeout.count() / 1000.0);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 }  // namespace gyre

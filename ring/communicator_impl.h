@@ -117,6 +117,11 @@ class Communicator::Impl {
   // The survivors' communicator (collective over the ranks not in `excluded`; ring/
   // communicator_impl.cc says how they agree). `abortFirst`: revoke this one first.
   std::unique_ptr<Impl> shrink(const std::vector<int>& excluded, bool abortFirst);
+  // grow(): the existing ranks' side and the newcomers' (ring/communicator_impl.cc says
+  // how they meet).
+  std::unique_ptr<Impl> grow(int newSize);
+  static std::unique_ptr<Impl> joinGrow(std::shared_ptr<Store> store, const Options& options,
+                                        const std::string& listenHost);
 
   Options options_;
   const int rank_;
@@ -147,6 +152,7 @@ class Communicator::Impl {
   std::string prefix_;   // this communicator's store keys
   int splits_ = 0;       // split() calls so far (the same on every rank)
   int shrinks_ = 0;      // shrink() calls so far (the same on every survivor)
+  int grows_ = 0;        // grow() calls so far (the same on every rank)
   PipeSet pipes_;
   PrimitiveContext ring_;
   PeerPipes peerPipes_;

@@ -768,8 +768,9 @@ static void test_abort_from_thread(gyreComm_t world) {
 
 /* Rank 3 leaves a duplicate of the world (it revokes its own and calls nothing more on
  * it); ranks 0-2 shrink the duplicate without it and run checked all-reduces on the
- * result. Also the flags and lists gyreCommRevoke and gyreCommShrink refuse. */
-static void test_shrink(gyreComm_t world) {
+ * result. With an id (id mode), rank 3 then comes back as a newcomer: gyreCommGrow
+ * makes 4 ranks again. Also the flags and lists gyreCommRevoke and gyreCommShrink refuse. */
+static void test_shrink(gyreComm_t world, const gyreUniqueId* id) {
   gyreComm_t dup = NULL, small = NULL;
   int32_t buf[64];
   int failed = 7, bad = 9;
@@ -789,6 +790,17 @@ static void test_shrink(gyreComm_t world) {
     expect(gyreAllReduce(buf, buf, 64, gyreInt32, gyreSum, dup), gyreAborted,
            "gyreAllReduce after gyreCommRevoke", dup);
     expect_message(dup, "revoked");
+    if (id != NULL) {
+      gyreComm_t full = NULL;
+      const int all[NRANKS] = {0, 1, 2, 3};
+      if (OK(gyreCommGrow(NULL, NRANKS, id, &full), NULL)) {
+        if (comm_size(full) != NRANKS || comm_rank(full) != NRANKS - 1) {
+          failf("grow: newcomer is %d of %d", comm_rank(full), comm_size(full));
+        }
+        allreduce_case(full, all, NRANKS, gyreInt64, gyreSum, BIG, 0, 0);
+        OK(gyreCommDestroy(full), NULL);
+      }
+    }
   } else {
     int excluded = NRANKS - 1, self = g_rank;
     const int first[NRANKS - 1] = {0, 1, 2};
@@ -801,6 +813,20 @@ static void test_shrink(gyreComm_t world) {
       }
       allreduce_case(small, first, NRANKS - 1, gyreInt32, gyreSum, BIG, 1, 0);
       allreduce_case(small, first, NRANKS - 1, gyreFloat64, gyreMax, 33, 0, 1);
+      if (id != NULL) {
+        gyreComm_t full = NULL;
+        const int all[NRANKS] = {0, 1, 2, 3};
+        expect(gyreCommGrow(small, NRANKS - 1, NULL, &full), gyreInvalidArgument,
+               "gyreCommGrow to the same size", small);
+        if (OK(gyreCommGrow(small, NRANKS, NULL, &full), small)) {
+          if (comm_size(full) != NRANKS || comm_rank(full) != g_rank) {
+            failf("grow: %d of %d, expected %d of %d", comm_rank(full), comm_size(full), g_rank,
+                  NRANKS);
+          }
+          allreduce_case(full, all, NRANKS, gyreInt64, gyreSum, BIG, 0, 0);
+          OK(gyreCommDestroy(full), NULL);
+        }
+      }
       OK(gyreCommDestroy(small), NULL);
     }
     /* GYRE_SHRINK_ABORT revoked the parent. */
@@ -1128,7 +1154,7 @@ static int rank_main(int mode_env, const gyreUniqueId* id) {
   section("abort");
   test_abort(world);
   section("shrink");
-  test_shrink(world);
+  test_shrink(world, mode_env ? NULL : id);
   section("abort from a thread");
   test_abort_from_thread(world);
   section("(isolated)");

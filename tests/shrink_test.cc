@@ -74,7 +74,7 @@ void checkedSum(Communicator& comm, std::vector<int64_t>& v, int round) {
 // One rank: create, sum until a failure, shrink without the rank it names, sum again.
 // Logs "[survivor] dead=<r> size=<n> rank=<r'> first_ns=<t>".
 void survivor(int rank, const std::string& host, uint16_t port, const Options& options,
-              bool abortFirst) {
+              bool abortFirst, bool growBack = false) {
   std::shared_ptr<Store> store = connectStore(host, port, rank, options);
   auto comm = Communicator::create(store, rank, kRanks, options, host);
   store->add("ready", 1);
@@ -96,7 +96,24 @@ void survivor(int rank, const std::string& host, uint16_t port, const Options& o
     std::fprintf(stderr, "[survivor] dead=%d size=%d rank=%d first_ns=%lld\n", dead, small->size(),
                  small->rank(), firstNs);
     store->add("shrunk", 1);
+    if (growBack) {
+      auto full = small->grow(kRanks);
+      for (int r = 0; r < 20; ++r) checkedSum(*full, v, r);
+      std::fprintf(stderr, "[grown] size=%d rank=%d\n", full->size(), full->rank());
+    }
   }
+}
+
+// The replacement of a dead rank: joins the survivors' next grow, then sums with them.
+// Logs "[newcomer] rank=<r> size=<n> grown_ns=<t>".
+void newcomer(const std::string& host, uint16_t port, const Options& options) {
+  std::shared_ptr<Store> store = connectStore(host, port, kRanks, options);
+  auto full = Communicator::joinGrow(store, options, host);
+  const long long grownNs = Clock::now().time_since_epoch().count();
+  std::vector<int64_t> v(4096);
+  for (int r = 0; r < 20; ++r) checkedSum(*full, v, r);
+  std::fprintf(stderr, "[newcomer] rank=%d size=%d grown_ns=%lld\n", full->rank(), full->size(),
+               grownNs);
 }
 
 struct SurvivorReport {
@@ -285,6 +302,93 @@ TEST_F(NetnsShrink, FiftyRandomKills) {
     if (::testing::Test::HasFailure()) break;
   }
   printTimes("50 random SIGKILLs, 2 namespaced hosts x 4", times);
+}
+
+// Rank 5 is killed; the 7 survivors shrink, then grow back to 8 with a replacement
+// process started right after the kill (it waits for their grow), and all 8 sum exactly.
+TEST(Grow, AReplacementJoinsAndTheCommunicatorIsBackToEight) {
+  std::vector<double> ms;
+  for (int run = 0; run < 5; ++run) {
+    const std::string token = fmt::format("grow{}_{}", ::getpid(), run);
+    auto server = TcpStore::serve("127.0.0.1", 0, 30s, token);
+    const uint16_t port = server->port();
+    ProcessRanks group(kRanks);
+    group.start([&](int c) { survivor(c, "127.0.0.1", port, shrinkOptions(token), false, true); });
+    waitCount(*server, "ready", kRanks);
+    std::this_thread::sleep_for(30ms);
+    ::kill(group.pid(5), SIGKILL);
+    ProcessRanks replacement(1);
+    replacement.start([&](int) { newcomer("127.0.0.1", port, shrinkOptions(token)); });
+    const Clock::time_point startedAt = replacement.started();
+    auto outs = group.join(40);
+    auto late = replacement.join(40);
+    for (const Outcome& o : outs) {
+      if (o.child == 5) continue;
+      SCOPED_TRACE(testing::describe(o));
+      EXPECT_TRUE(o.ok && !o.hung);
+      int size = 0, rank = -1;
+      const size_t at = o.log.find("[grown] ");
+      ASSERT_NE(at, std::string::npos);
+      ASSERT_EQ(std::sscanf(o.log.c_str() + at, "[grown] size=%d rank=%d", &size, &rank), 2);
+      EXPECT_EQ(size, kRanks);
+      EXPECT_EQ(rank, o.child < 5 ? o.child : o.child - 1);  // numbers from the shrink
+    }
+    SCOPED_TRACE(testing::describe(late[0]));
+    ASSERT_TRUE(late[0].ok);
+    int rank = -1, size = 0;
+    long long grownNs = 0;
+    const size_t at = late[0].log.find("[newcomer] ");
+    ASSERT_NE(at, std::string::npos);
+    ASSERT_EQ(std::sscanf(late[0].log.c_str() + at, "[newcomer] rank=%d size=%d grown_ns=%lld",
+                          &rank, &size, &grownNs),
+              3);
+    EXPECT_EQ(rank, kRanks - 1);
+    EXPECT_EQ(size, kRanks);
+    ms.push_back(std::chrono::duration<double, std::milli>(
+                     Clock::time_point(std::chrono::nanoseconds(grownNs)) - startedAt)
+                     .count());
+  }
+  std::sort(ms.begin(), ms.end());
+  std::printf("[grow] replacement started -> full-size communicator: median %.0f ms, worst %.0f "
+              "ms (%zu runs, 8 ranks, one host; it waits for the survivors' shrink first)\n",
+              ms[ms.size() / 2], ms.back(), ms.size());
+  EXPECT_LT(ms.back(), 2000);
+}
+
+// Two processes come to a grow that takes one: the second to arrive is refused at once,
+// naming the grow, and the grown communicator is unaffected.
+TEST(Grow, ANewcomerTooManyIsRefusedNamingTheGrow) {
+  const std::string token = fmt::format("growmany{}", ::getpid());
+  auto server = TcpStore::serve("127.0.0.1", 0, 30s, token);
+  const uint16_t port = server->port();
+  ProcessRanks group(2);
+  group.start([&](int c) {
+    Options o = shrinkOptions(token);
+    std::shared_ptr<Store> store = connectStore("127.0.0.1", port, c, o);
+    auto comm = Communicator::create(store, c, 2, o, "127.0.0.1");
+    std::this_thread::sleep_for(300ms);  // both newcomers wait for the grow
+    auto three = comm->grow(3);
+    std::vector<int64_t> v(64);
+    checkedSum(*three, v, 0);
+  });
+  ProcessRanks newcomers(2);
+  newcomers.start([&](int c) {
+    Options o = shrinkOptions(token);
+    std::shared_ptr<Store> store = connectStore("127.0.0.1", port, 2 + c, o);
+    auto three = Communicator::joinGrow(store, o, "127.0.0.1");
+    std::vector<int64_t> v(64);
+    checkedSum(*three, v, 0);
+  });
+  for (const Outcome& o : group.join(20)) EXPECT_TRUE(o.ok) << testing::describe(o);
+  auto late = newcomers.join(20);
+  const Outcome& joined = late[0].ok ? late[0] : late[1];
+  const Outcome& refused = late[0].ok ? late[1] : late[0];
+  EXPECT_TRUE(joined.ok) << testing::describe(joined);
+  SCOPED_TRACE(testing::describe(refused));
+  EXPECT_TRUE(refused.reported && !refused.ok && !refused.hung);
+  EXPECT_LT(refused.seconds, 5.0);
+  EXPECT_NE(refused.message.find("grow 0 of the communicator at the store"), std::string::npos);
+  EXPECT_NE(refused.message.find("takes 1 new rank(s), and 2 processes came"), std::string::npos);
 }
 
 // Survivors that pass different sets never both go on: ranks 0 and 1 exclude rank 3,
