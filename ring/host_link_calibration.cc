@@ -32,7 +32,8 @@ std::string bands(const Options& options, const HostTopology& t, bool allShm,
     const AllReduceAlgo a = end ? current : chooseForTopology(options, b, t, allShm, cost);
     if (end || a != current) {
       out += fmt::format("{}{}{} {}", out.empty() ? "" : ", ", human(start),
-                         end ? "+" : "-" + human(b / 2), algoName(current));
+                         end ? std::string("+") : fmt::format("-{}", human(b / 2)),
+                         algoName(current));
       if (end) break;
       start = b;
       current = a;

@@ -20,7 +20,7 @@ import torch.distributed as dist
 
 from . import _C
 
-__all__ = ["register", "BACKEND_NAME"]
+__all__ = ["register", "failed_rank", "BACKEND_NAME"]
 
 BACKEND_NAME = "gyre"
 
@@ -47,6 +47,19 @@ def _create(store, rank, size, timeout):
     else:
         timeout_ms = int(timeout)
     return _C.create_backend(store, rank, size, max(timeout_ms, 0), _route_host(store))
+
+
+def failed_rank(group=None):
+    """The rank (of ``group``, default the world) that the group's first failure named as
+    its cause: a peer that died, closed, stalled or aborted; -1 when there was none, or
+    it was this rank's own. Every survivor of one failure gets the same rank, so it is
+    what they pass to ``torch.distributed.shrink_group([rank])`` (torch >= 2.15)."""
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    if _C.torch_version_major >= 2:
+        backend = pg._get_backend(torch.device("cpu"))
+    else:
+        backend = pg
+    return _C.failed_rank(backend)
 
 
 def register():

@@ -27,6 +27,54 @@ GyreBackend::GyreBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
   completer_ = std::make_shared<Completer>(comm_);
 }
 
+namespace {
+int rankOf(gyreComm_t comm) {
+  int r = -1;
+  gyreCommUserRank(comm, &r);
+  return r;
+}
+int sizeOf(gyreComm_t comm) {
+  int n = 0;
+  gyreCommCount(comm, &n);
+  return n;
+}
+}  // namespace
+
+GyreBackend::GyreBackend(const c10::intrusive_ptr<c10d::Store>& store, gyreComm_t comm,
+                         std::chrono::milliseconds timeout)
+    : BackendBase(rankOf(comm), sizeOf(comm)), store_(store), timeout_(timeout) {
+  comm_ = std::make_shared<CommHandle>(comm);
+  completer_ = std::make_shared<Completer>(comm_);
+}
+
+int GyreBackend::failedRank() const {
+  int r = -1;
+  gyreCommGetFailedRank(comm_->comm, &r);
+  return r;
+}
+
+#if GYRE_TORCH_HAS_SHRINK
+c10::intrusive_ptr<c10d::Backend> GyreBackend::shrink(
+    const std::vector<int64_t>& ranksToExclude, int shrinkFlags,
+    const c10::intrusive_ptr<Options>& /*optsOverride: gyre's options come from GYRE_* */) {
+  std::vector<int> excluded(ranksToExclude.begin(), ranksToExclude.end());
+  gyreComm_t small = nullptr;
+  gyreResult_t result;
+  {
+    // Issuing is serialized; a pending operation of this group may still hold the queue
+    // (SHRINK_ABORT ends it: gyreCommShrink revokes first).
+    std::lock_guard<std::mutex> lock(issue_);
+    result = gyreCommShrink(comm_->comm, excluded.data(), static_cast<int>(excluded.size()),
+                            &small, shrinkFlags == 0 ? GYRE_SHRINK_DEFAULT : GYRE_SHRINK_ABORT);
+  }
+  if (result != gyreSuccess) {
+    throw std::runtime_error("gyre backend, rank " + std::to_string(rank_) +
+                             ": shrink_group failed: " + gyreGetLastError(nullptr));
+  }
+  return c10::make_intrusive<GyreBackend>(store_, small, timeout_);
+}
+#endif
+
 GyreBackend::~GyreBackend() {
   completer_.reset();  // ends its thread first: it may hold the last Works
 }

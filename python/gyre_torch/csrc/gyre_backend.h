@@ -40,7 +40,21 @@ class GyreBackend : public BackendBase {
   // Collective over the group: returns once every rank's gyre communicator is connected.
   GyreBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
               std::chrono::milliseconds timeout, const std::string& routeHost);
+  // Over a communicator made already (shrink's): takes it.
+  GyreBackend(const c10::intrusive_ptr<c10d::Store>& store, gyreComm_t comm,
+              std::chrono::milliseconds timeout);
   ~GyreBackend() override;
+
+  // The rank the first failure named as its cause, or -1 (gyreCommGetFailedRank).
+  int failedRank() const;
+#if GYRE_TORCH_HAS_SHRINK
+  // torch.distributed.shrink_group: gyreCommShrink over this group's communicator; the
+  // survivors' new backend (SHRINK_ABORT revokes this one first).
+  bool supportsShrinking() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranksToExclude,
+                                           int shrinkFlags,
+                                           const c10::intrusive_ptr<Options>& optsOverride) override;
+#endif
 
   const std::string getBackendName() const override { return "gyre"; }
 

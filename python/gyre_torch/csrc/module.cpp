@@ -23,4 +23,14 @@ PYBIND11_MODULE(_C, m) {
         py::arg("timeout_ms"), py::arg("route_host"),
         py::call_guard<py::gil_scoped_release>());
   m.attr("torch_version_major") = TORCH_VERSION_MAJOR;
+  m.attr("supports_shrinking") = GYRE_TORCH_HAS_SHRINK != 0;
+  m.def(
+      "failed_rank",
+      [](const c10::intrusive_ptr<gyre_torch::BackendBase>& backend) {
+        auto* gyre = dynamic_cast<gyre_torch::GyreBackend*>(backend.get());
+        TORCH_CHECK(gyre != nullptr, "gyre_torch.failed_rank: the group's backend is ",
+                    backend->getBackendName(), ", not gyre");
+        return gyre->failedRank();
+      },
+      py::arg("backend"));
 }

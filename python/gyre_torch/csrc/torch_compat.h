@@ -14,6 +14,14 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #endif
 
+// torch.distributed.shrink_group (c10d::Backend::shrink / supportsShrinking): on the
+// PyPI line from 2.15 (the first gyre builds against that has it).
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 15)
+#define GYRE_TORCH_HAS_SHRINK 1
+#else
+#define GYRE_TORCH_HAS_SHRINK 0
+#endif
+
 namespace gyre_torch {
 
 #if TORCH_VERSION_MAJOR >= 2
