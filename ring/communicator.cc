@@ -152,6 +152,12 @@ std::unique_ptr<Communicator> Communicator::joinGrow(std::shared_ptr<Store> stor
       new Communicator(Impl::joinGrow(std::move(store), options, host)));
 }
 
+int Communicator::waitingNewcomers() {
+  int64_t seen = impl_->newcomersSeen();
+  if (size() > 1) allReduce(&seen, &seen, 1, DataType::kInt64, ReduceOp::kMin);
+  return static_cast<int>(seen);
+}
+
 std::unique_ptr<Communicator> Communicator::shrink(const std::vector<int>& excluded,
                                                    ShrinkMode mode) {
   return std::unique_ptr<Communicator>(

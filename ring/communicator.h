@@ -212,6 +212,10 @@ class GYRE_API Communicator {
   static std::unique_ptr<Communicator> joinGrow(std::shared_ptr<Store> store,
                                                 const Options& options,
                                                 const std::string& routeHost);
+  // Collective (one small all-reduce): how many processes wait in joinGrow() for this
+  // store's next grow, the same number on every rank (the smallest any rank saw). An
+  // elastic loop calls it between steps and grows by that many when it is not 0.
+  int waitingNewcomers();
 
   // Private to the library: not exported from libgyre.so (base/export.h).
   class GYRE_HIDDEN Impl;

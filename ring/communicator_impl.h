@@ -122,6 +122,9 @@ class Communicator::Impl {
   std::unique_ptr<Impl> grow(int newSize);
   static std::unique_ptr<Impl> joinGrow(std::shared_ptr<Store> store, const Options& options,
                                         const std::string& listenHost);
+  // How many newcomers this rank sees waiting in joinGrow() for the next grow (not
+  // collective: Communicator::waitingNewcomers agrees on it).
+  int64_t newcomersSeen();
 
   Options options_;
   const int rank_;

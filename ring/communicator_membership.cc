@@ -178,13 +178,24 @@ std::unique_ptr<Communicator::Impl> Communicator::Impl::grow(int newSize) {
   return grown;
 }
 
+int64_t Communicator::Impl::newcomersSeen() {
+  std::shared_ptr<Store> meet = growStore(store_, options_);
+  const int64_t g = meet->add("generation", 0);
+  return meet->add(fmt::format("{}/waiting", g), 0);
+}
+
 std::unique_ptr<Communicator::Impl> Communicator::Impl::joinGrow(std::shared_ptr<Store> store,
                                                                  const Options& options,
                                                                  const std::string& listenHost) {
   std::shared_ptr<Store> meet = growStore(store, options);
   const Clock::time_point deadline = Clock::now() + options.joinTimeout;
+  int64_t registered = -1;  // the generation this newcomer is counted in as waiting
   for (;;) {
     const int64_t g = meet->add("generation", 0);
+    if (g != registered) {
+      meet->add(fmt::format("{}/waiting", g), 1);  // what waitingNewcomers() reads
+      registered = g;
+    }
     const std::string ticketKey = fmt::format("{}/ticket", g);
     if (meet->check({ticketKey})) {
       int oldSize = 0, newSize = 0;

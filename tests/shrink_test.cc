@@ -97,7 +97,14 @@ void survivor(int rank, const std::string& host, uint16_t port, const Options& o
                  small->rank(), firstNs);
     store->add("shrunk", 1);
     if (growBack) {
-      auto full = small->grow(kRanks);
+      // As an elastic loop does: go on training until the replacement waits, then grow.
+      int waiting = 0;
+      for (int r = 20; (waiting = small->waitingNewcomers()) == 0; ++r) {
+        if (Clock::now() > deadline) fail(ErrorCode::kInternal, "rank {}: no newcomer came", rank);
+        checkedSum(*small, v, r);
+      }
+      if (waiting != 1) fail(ErrorCode::kInternal, "rank {}: {} newcomers, expected 1", rank, waiting);
+      auto full = small->grow(small->size() + waiting);
       for (int r = 0; r < 20; ++r) checkedSum(*full, v, r);
       std::fprintf(stderr, "[grown] size=%d rank=%d\n", full->size(), full->rank());
     }
