@@ -37,7 +37,7 @@ so=$(find "$prefix" -name libgyre.so -print -quit)
 libdir=$(dirname "$so")
 for f in include/gyre/ring/communicator.h include/gyre/ring/spawn.h include/gyre/store/tcp_store.h \
          include/gyre/base/export.h include/gyre/ddp/grad_sync.h include/gyre/capi/gyre.h \
-         bin/gyrerun; do
+         bin/gyrerun bin/gyre-store; do
   [ -e "$prefix/$f" ] || fail "$f was not installed"
 done
 for f in libgyre_base.a libgyre_ring.a libgyre_ddp.a libgyre_c.a libgyre_c.so cmake/gyre/gyreConfig.cmake \
