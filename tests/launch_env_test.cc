@@ -247,7 +247,8 @@ TEST(StoreLocation, RankZeroServesAtTheLaunchersEndpointByDefault) {
   EXPECT_EQ(where.from, "MASTER_ADDR:MASTER_PORT");
   EXPECT_EQ(where.prefix, "");
   // gyrerun --no-agent-store and torchrun's c10d rendezvous say False.
-  where = locate(with(kTorchrunRank, {{"TORCHELASTIC_USE_AGENT_STORE", "False"}}), "10.0.0.1", 29500);
+  where = locate(with(kTorchrunRank, {{"TORCHELASTIC_USE_AGENT_STORE", "False"}}), "10.0.0.1",
+                 29500);
   EXPECT_FALSE(where.agent);
   EXPECT_EQ(where.port, 29500);
 }
@@ -269,7 +270,8 @@ TEST(StoreLocation, GyrerunsAgentStoreMakesEveryRankAClientUnderTheAttemptsPrefi
   first.erase("TORCHELASTIC_RESTART_COUNT");
   EXPECT_EQ(locate(first, "10.0.0.1", 29500).prefix, "/worker/attempt_0");
   // IPv6, bracketed.
-  StoreLocation v6 = locate(with(agent, {{"GYRE_AGENT_STORE", "[fd00::1]:5000"}}), "10.0.0.1", 29500);
+  StoreLocation v6 =
+      locate(with(agent, {{"GYRE_AGENT_STORE", "[fd00::1]:5000"}}), "10.0.0.1", 29500);
   EXPECT_EQ(v6.host, "fd00::1");
   EXPECT_EQ(v6.port, 5000);
 }
