@@ -188,6 +188,22 @@ TEST(AgentStore, OtherNodesPointTheirRanksAtNodeZerosStore) {
   EXPECT_TRUE(contains(r.err, "--store-port and --no-agent-store exclude each other")) << r.err;
 }
 
+TEST(AgentStore, AMasterAddrThatIsNotThisHostsIsServedOnEveryAddress) {
+  // A name the nodes reach node 0 by (a service, a NAT) need not be an address of node 0,
+  // as with torch's store: the store listens on every address and gyrerun says so.
+  RunResult r = gyrerun(
+      "--master-addr 192.0.2.1 -n 1 bash -c 'echo $GYRE_AGENT_STORE; "
+      "(exec 3<>/dev/tcp/127.0.0.1/${GYRE_AGENT_STORE##*:}) && echo reached over loopback'");
+  EXPECT_EQ(r.exitCode, 0) << r.err;
+  std::vector<std::string> out = lines(r.out);
+  ASSERT_EQ(out.size(), 2u) << r.out << r.err;
+  EXPECT_EQ(out[0].rfind("192.0.2.1:", 0), 0u) << r.out;
+  EXPECT_EQ(out[1], "reached over loopback") << "not listening on every address: " << r.out;
+  EXPECT_TRUE(contains(r.err, "gyrerun: 192.0.2.1 is not an address of this host: the job's "
+                              "store listens on port "))
+      << r.err;
+}
+
 TEST(AgentStore, AStoreThatCannotStartFailsTheLaunchSayingWhy) {
   struct Case {
     std::string env, args;

@@ -32,9 +32,27 @@ using Clock = std::chrono::steady_clock;
 constexpr int kListenFd = 3;
 constexpr int kReadyFd = 4;
 
-// A listening socket on host:port, resolved as the library resolves MASTER_ADDR (IPv4
-// first: loopback and the test namespaces are IPv4). Returns -1 and sets `error`.
-int bindListening(const std::string& host, int port, std::string& error) {
+// A listening socket bound to `addr`; -1 and errno on failure.
+int listenOn(const sockaddr* addr, socklen_t length) {
+  const int fd = ::socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (::bind(fd, addr, length) != 0 || ::listen(fd, 128) != 0) {
+    const int err = errno;
+    ::close(fd);
+    errno = err;
+    return -1;
+  }
+  return fd;
+}
+
+// A listening socket for host:port. `host` resolves as the library resolves MASTER_ADDR
+// (IPv4 first: loopback and the test namespaces are IPv4) and is bound when it is an
+// address of this host; when it is not (a name the other nodes reach node 0 by: a
+// service, a NAT) or does not resolve here, every address of this host is bound instead,
+// as torch's store does, and `note` says so. Returns -1 and sets `error`.
+int bindListening(const std::string& host, int port, std::string& error, std::string& note) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -42,38 +60,51 @@ int bindListening(const std::string& host, int port, std::string& error) {
   addrinfo* found = nullptr;
   const std::string service = std::to_string(port);
   const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found);
+  sockaddr_storage any{};
+  socklen_t anyLength = sizeof(sockaddr_in);
+  auto* any4 = reinterpret_cast<sockaddr_in*>(&any);
+  any4->sin_family = AF_INET;
+  any4->sin_port = htons(static_cast<uint16_t>(port));
+  any4->sin_addr.s_addr = htonl(INADDR_ANY);
+  int fd = -1;
   if (rc != 0 || found == nullptr) {
-    error = "cannot resolve '" + host + "': " + ::gai_strerror(rc);
-    return -1;
-  }
-  addrinfo* pick = found;
-  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
-    if (a->ai_family == AF_INET) {
-      pick = a;
-      break;
-    }
-  }
-  int fd = ::socket(pick->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int err = errno;
-  if (fd >= 0) {
-    const int one = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (::bind(fd, pick->ai_addr, pick->ai_addrlen) != 0 || ::listen(fd, 128) != 0) {
-      err = errno;
-      ::close(fd);
-      fd = -1;
-    }
-  }
-  ::freeaddrinfo(found);
-  if (fd >= 0) return fd;
-  if (err == EADDRINUSE) {
-    error = "the port is already in use (another job or program holds it)";
-  } else if (err == EADDRNOTAVAIL) {
-    error = host + " is not an address of this host (--master-addr must be node 0's address)";
+    note = "cannot resolve '" + host + "' here (" + ::gai_strerror(rc) + ")";
   } else {
-    error = std::string("bind: ") + std::strerror(err);
+    addrinfo* pick = found;
+    for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+      if (a->ai_family == AF_INET) {
+        pick = a;
+        break;
+      }
+    }
+    fd = listenOn(pick->ai_addr, pick->ai_addrlen);
+    if (fd < 0 && errno == EADDRNOTAVAIL) {
+      note = host + " is not an address of this host";
+      if (pick->ai_family == AF_INET6) {
+        auto* any6 = reinterpret_cast<sockaddr_in6*>(&any);
+        *any6 = sockaddr_in6{};
+        any6->sin6_family = AF_INET6;
+        any6->sin6_port = htons(static_cast<uint16_t>(port));
+        any6->sin6_addr = in6addr_any;
+        anyLength = sizeof(sockaddr_in6);
+      }
+    } else if (fd < 0) {
+      note.clear();
+      error = errno == EADDRINUSE ? "the port is already in use (another job or program holds it)"
+                                  : std::string("bind: ") + std::strerror(errno);
+    }
+    ::freeaddrinfo(found);
   }
-  return -1;
+  if (fd < 0 && !note.empty()) {
+    fd = listenOn(reinterpret_cast<sockaddr*>(&any), anyLength);
+    if (fd < 0) {
+      error = note + ", and every address of it cannot be bound either: " +
+              (errno == EADDRINUSE ? "the port is already in use (another job or program holds it)"
+                                   : std::string(std::strerror(errno)));
+      note.clear();
+    }
+  }
+  return fd;
 }
 
 int boundPort(int fd) {
@@ -197,8 +228,8 @@ std::unique_ptr<AgentStore> AgentStore::start(const std::string& program, const 
                                               std::string& error) {
   const std::string advice =
       " (--no-agent-store lets rank 0 serve gyre's store instead, as before)";
-  std::string why;
-  const int listenFd = bindListening(host, port, why);
+  std::string why, note;
+  const int listenFd = bindListening(host, port, why, note);
   if (listenFd < 0) {
     error = "cannot serve the job's store at " + joinHostPort(host, port) +
             (port > 0 ? " (--store-port)" : "") + ": " + why + advice;
@@ -206,6 +237,13 @@ std::unique_ptr<AgentStore> AgentStore::start(const std::string& program, const 
   }
   const int bound = boundPort(listenFd);
   const std::string address = joinHostPort(host, bound);
+  if (!note.empty()) {
+    const std::string line = "gyrerun: " + note + ": the job's store listens on port " +
+                             std::to_string(bound) + " of every address of this host, and the " +
+                             "ranks look for it at " + address + "\n";
+    ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+    (void)ignored;
+  }
   const std::string failure =
       "the job's store program " + program + " did not start at " + address + ": ";
   int ready[2];

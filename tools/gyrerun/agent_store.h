@@ -4,7 +4,8 @@
 // the store outlives every rank and every restart of the local group, and the ranks, 0
 // included, are all its clients (GYRE_AGENT_STORE, base/launch_env.h).
 //
-// Contract: start() binds host:port (port 0: a free one the kernel picks), forks and execs
+// Contract: start() binds host:port (port 0: a free one the kernel picks; every address
+// of this host, as torch's store, when host is not one of them, saying so), forks and execs
 // the program with the socket as fd 3 and a pipe as fd 4 on which the program says
 // "ready" (or why it cannot serve), and waits for that at most kReadyTimeout. On any
 // failure it returns nullptr and an error that names the program, the address and the
