@@ -9,14 +9,18 @@
 // - SIGKILL of gyrerun leaves no gyre-store behind, and its port closes.
 // - --no-agent-store is the old behaviour (rank 0 serves; no GYRE_AGENT_STORE).
 // - A store that cannot start fails the launch at once, naming program, address, reason.
+// - gyre-store alone: serves with the secret until SIGTERM; says what is wrong.
 // - torchrun: a C++ program runs with TORCHELASTIC_USE_AGENT_STORE=True (torchrun's own
 //   store holds MASTER_PORT) and False; a torch.distributed program runs under gyrerun.
 // Every command runs under `timeout`; the tests that wait also check the elapsed time.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <set>
 #include <sstream>
@@ -25,7 +29,9 @@
 
 #include <gtest/gtest.h>
 
+#include "base/error.h"
 #include "run_shell.h"
+#include "store/tcp_store.h"
 
 namespace {
 
@@ -246,6 +252,69 @@ TEST(AgentStore, AStoreThatCannotStartFailsTheLaunchSayingWhy) {
     EXPECT_LT(r.seconds, 10) << c.env << c.args;
   }
   ::close(held);
+}
+
+// ---- gyre-store on its own -----------------------------------------------------------------
+
+TEST(GyreStore, ServesWithTheSecretUntilSigterm) {
+  const int port = freePort();
+  const std::string secret = "gyre-store-test-secret";
+  // In the background under `timeout` (its parent, which outlives the shell), saying
+  // "ready" on fd 3, a file here; SIGTERM (through timeout) once a client has used it.
+  char dir[] = "/tmp/gyre-store-test-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string ready = std::string(dir) + "/ready";
+  const std::string command = "GYRE_TOKEN=" + secret + " timeout -k 5 30 " +
+                              binary("gyre-store") + " --port " + std::to_string(port) +
+                              " --ready-fd 3 3>" + ready + " >/dev/null 2>&1 & echo $!";
+  RunResult started = runShell(command);
+  const pid_t pid = std::atoi(started.out.c_str());
+  ASSERT_GT(pid, 0) << started.err;
+  for (int i = 0; i < 200 && lines(runShell("cat " + ready).out).empty(); ++i) ::usleep(20000);
+  EXPECT_EQ(runShell("cat " + ready).out, "ready\n");
+  {
+    auto store = gyre::TcpStore::connect("127.0.0.1", static_cast<uint16_t>(port),
+                                         std::chrono::seconds(5), secret);
+    store->setString("k", "v");
+    EXPECT_EQ(store->getString("k"), "v");
+    EXPECT_EQ(store->add("n", 2), 2);
+  }
+  // Without the secret: refused at connect, naming no secret.
+  try {
+    gyre::TcpStore::connect("127.0.0.1", static_cast<uint16_t>(port), std::chrono::seconds(5));
+    ADD_FAILURE() << "a client without the secret was served";
+  } catch (const gyre::Error& e) {
+    EXPECT_EQ(std::string(e.what()).find(secret), std::string::npos) << e.what();
+  }
+  ::kill(pid, SIGTERM);
+  bool gone = false;
+  for (int i = 0; i < 200 && !gone; ++i) {
+    gone = !accepts(port);
+    if (!gone) ::usleep(10000);
+  }
+  EXPECT_TRUE(gone) << "gyre-store still serves 2 s after SIGTERM";
+  std::remove(ready.c_str());
+  ::rmdir(dir);
+}
+
+TEST(GyreStore, SaysWhatIsWrong) {
+  struct Case {
+    std::string args;
+    int status;
+    std::string said;
+  };
+  const std::vector<Case> cases = {
+      {"", 2, "gyre-store: give either --listen-fd or --port"},
+      {"--port 0", 2, "gyre-store: --port wants an integer in [1, 65535], got '0'"},
+      {"--listen-fd 0 </dev/null", 1, "gyre-store: --listen-fd 0 is not a socket"},
+      {"--host 192.0.2.1 --port 4", 1, "192.0.2.1 is not an address of this host"},
+  };
+  for (const Case& c : cases) {
+    RunResult r = runShell("timeout -k 5 10 " + binary("gyre-store") + " " + c.args);
+    EXPECT_EQ(r.exitCode, c.status) << c.args << r.err;
+    EXPECT_TRUE(contains(r.err, c.said)) << c.args << ": " << r.err;
+    EXPECT_EQ(r.out, "") << c.args;
+  }
 }
 
 // ---- torch ------------------------------------------------------------------------------

@@ -15,11 +15,11 @@
 // sends it SIGTERM, and a parent that died before that took effect is caught by comparing
 // getppid() with the parent it started under, every second. Uses only the store layer
 // (gyre_store) of the library.
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -86,11 +86,19 @@ std::string parse(int argc, char** argv, Args& a) {
     long lo = 0, hi = 1 << 20;
     if (name == "--port") lo = 1, hi = 65535;
     std::optional<long> v = number(value.c_str(), lo, hi);
-    if (!v) return name + " wants an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" + value + "'";
-    if (name == "--listen-fd") a.listenFd = static_cast<int>(*v);
-    else if (name == "--port") a.port = static_cast<int>(*v);
-    else if (name == "--ready-fd") a.readyFd = static_cast<int>(*v);
-    else return "unknown option " + name;
+    if (!v) {
+      return name + " wants an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+             "], got '" + value + "'";
+    }
+    if (name == "--listen-fd") {
+      a.listenFd = static_cast<int>(*v);
+    } else if (name == "--port") {
+      a.port = static_cast<int>(*v);
+    } else if (name == "--ready-fd") {
+      a.readyFd = static_cast<int>(*v);
+    } else {
+      return "unknown option " + name;
+    }
   }
   if ((a.listenFd >= 0) == (a.port > 0)) return "give either --listen-fd or --port";
   return "";
@@ -110,7 +118,9 @@ void writeLine(int fd, const std::string& text) {
 // Why `fd` cannot be served on, or "".
 std::string checkListening(int fd) {
   struct stat st {};
-  if (::fstat(fd, &st) != 0) return "--listen-fd " + std::to_string(fd) + " is not open: " + std::strerror(errno);
+  if (::fstat(fd, &st) != 0) {
+    return "--listen-fd " + std::to_string(fd) + " is not open: " + std::strerror(errno);
+  }
   if (!S_ISSOCK(st.st_mode)) return "--listen-fd " + std::to_string(fd) + " is not a socket";
   int listening = 0;
   socklen_t len = sizeof(listening);
@@ -140,8 +150,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   auto failWith = [&](const std::string& why) {
-    if (args.readyFd >= 0) writeLine(args.readyFd, why);
-    else writeLine(STDERR_FILENO, "gyre-store: " + why);
+    if (args.readyFd >= 0) {
+      writeLine(args.readyFd, why);
+    } else {
+      writeLine(STDERR_FILENO, "gyre-store: " + why);
+    }
     return 1;
   };
   if (args.readyFd >= 0) ::fcntl(args.readyFd, F_SETFD, FD_CLOEXEC);
@@ -155,8 +168,8 @@ int main(int argc, char** argv) {
     const std::string secret = gyre::secretFromEnvironment();
     store = args.listenFd >= 0
                 ? gyre::TcpStore::serveOn(gyre::Fd(args.listenFd), kClientTimeout, secret)
-                : gyre::TcpStore::serve(args.host, static_cast<uint16_t>(args.port),
-                                        kClientTimeout, secret);
+                : gyre::TcpStore::serve(args.host, static_cast<uint16_t>(args.port), kClientTimeout,
+                                        secret);
   } catch (const std::exception& e) {
     return failWith(e.what());
   }
