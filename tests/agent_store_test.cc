@@ -6,6 +6,8 @@
 //   process's second communicator from the environment on the same store works.
 // - --max-restarts: the restarted group creates its communicator again on the same store,
 //   its keys apart from the first attempt's (/worker/attempt_<n>).
+// - A rank with another secret is named by the others (the store's refusals are read
+//   outside the attempt's prefix).
 // - SIGKILL of gyrerun leaves no gyre-store behind, and its port closes.
 // - --no-agent-store is the old behaviour (rank 0 serves; no GYRE_AGENT_STORE).
 // - A store that cannot start fails the launch at once, naming program, address, reason.
@@ -123,6 +125,24 @@ TEST(AgentStore, ARestartedGroupCreatesItsCommunicatorAgain) {
   EXPECT_LT(r.seconds, 45) << r.err;
 }
 
+TEST(AgentStore, ARankWithAnotherSecretIsNamedByTheOthers) {
+  // The store records the client it refused at its top level (gyre/store/refused/<r>), not
+  // under the attempt's prefix: the join must still read it there and name rank 2.
+  RunResult r = gyrerun(
+      "-n 3 --grace 10 sh -c 'if [ $RANK = 2 ]; then export GYRE_TOKEN=other; "
+      "fi; exec " +
+      binary("gyre-bench") + " -b 8 -e 64K -n 2 -w 1'");
+  EXPECT_EQ(r.exitCode, 1);
+  for (int rank : {0, 1}) {
+    EXPECT_TRUE(contains(r.err, "[rank " + std::to_string(rank) + "] gyre-bench: rank " +
+                                    std::to_string(rank) +
+                                    ": rank 2 could not join: a client "
+                                    "claiming to be rank 2 did not match the secret"))
+        << r.err;
+  }
+  EXPECT_LT(r.seconds, 15) << r.err;  // the join's 3 s grace, not its timeout
+}
+
 TEST(AgentStore, DoesNotOutliveAKilledGyrerun) {
   char dir[] = "/tmp/gyre-agent-store-XXXXXX";
   ASSERT_NE(::mkdtemp(dir), nullptr);
@@ -205,8 +225,9 @@ TEST(AgentStore, AMasterAddrThatIsNotThisHostsIsServedOnEveryAddress) {
   ASSERT_EQ(out.size(), 2u) << r.out << r.err;
   EXPECT_EQ(out[0].rfind("192.0.2.1:", 0), 0u) << r.out;
   EXPECT_EQ(out[1], "reached over loopback") << "not listening on every address: " << r.out;
-  EXPECT_TRUE(contains(r.err, "gyrerun: 192.0.2.1 is not an address of this host: the job's "
-                              "store listens on port "))
+  EXPECT_TRUE(contains(r.err,
+                       "gyrerun: 192.0.2.1 is not an address of this host: the job's "
+                       "store listens on port "))
       << r.err;
 }
 
@@ -264,9 +285,9 @@ TEST(GyreStore, ServesWithTheSecretUntilSigterm) {
   char dir[] = "/tmp/gyre-store-test-XXXXXX";
   ASSERT_NE(::mkdtemp(dir), nullptr);
   const std::string ready = std::string(dir) + "/ready";
-  const std::string command = "GYRE_TOKEN=" + secret + " timeout -k 5 30 " +
-                              binary("gyre-store") + " --port " + std::to_string(port) +
-                              " --ready-fd 3 3>" + ready + " >/dev/null 2>&1 & echo $!";
+  const std::string command = "GYRE_TOKEN=" + secret + " timeout -k 5 30 " + binary("gyre-store") +
+                              " --port " + std::to_string(port) + " --ready-fd 3 3>" + ready +
+                              " >/dev/null 2>&1 & echo $!";
   RunResult started = runShell(command);
   const pid_t pid = std::atoi(started.out.c_str());
   ASSERT_GT(pid, 0) << started.err;
