@@ -306,7 +306,7 @@ StoreLocation resolveStoreLocation(const EnvLookup& lookup, const std::string& h
   Reader r(lookup, "the launcher");
   if (std::optional<std::string> agent = r.text("GYRE_AGENT_STORE")) {
     parseAgentStore(*agent, where);
-    where.agent = true;
+    where.server = StoreServer::kAgent;
     where.from = "GYRE_AGENT_STORE";
     const long long attempt = r.integer("TORCHELASTIC_RESTART_COUNT", 0, 1LL << 30).value_or(0);
     where.prefix = fmt::format("/worker/attempt_{}", attempt);
@@ -320,6 +320,7 @@ StoreLocation resolveStoreLocation(const EnvLookup& lookup, const std::string& h
            "lower --master-port",
            port);
     }
+    where.server = StoreServer::kRankZeroBesideAgent;
     where.port = port + 1;
     where.from = fmt::format(
         "MASTER_PORT+1: torchrun's agent serves a torch store at MASTER_PORT={} "

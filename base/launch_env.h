@@ -76,8 +76,14 @@ LaunchEnv launchEnvFromProcess();  // resolveLaunchEnv over getenv
 // endpoint, not at any other), so a store opened at an address of the program's own is
 // never redirected. A malformed GYRE_AGENT_STORE or TORCHELASTIC_RESTART_COUNT throws
 // kInvalidArgument naming it.
+enum class StoreServer {
+  kRankZero,             // rank 0, at host:port
+  kRankZeroBesideAgent,  // rank 0, at MASTER_PORT+1: torchrun's own store holds MASTER_PORT
+  kAgent,                // the launcher (GYRE_AGENT_STORE): every rank is a client
+};
+
 struct StoreLocation {
-  bool agent = false;  // the launcher serves it: no rank does
+  StoreServer server = StoreServer::kRankZero;
   std::string host;
   int port = 0;
   // For messages: "MASTER_ADDR:MASTER_PORT", "GYRE_AGENT_STORE", "MASTER_PORT+1 (...)".

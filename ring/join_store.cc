@@ -54,7 +54,7 @@ class AttemptStore : public PrefixStore {
 std::shared_ptr<Store> joinStore(const std::string& host, uint16_t port, int rank,
                                  const Options& options) {
   const StoreLocation where = storeLocationFromProcess(host, port);
-  if (where.agent) {
+  if (where.server == StoreServer::kAgent) {
     // The launcher's store lives across creations: one this rank already joined is this
     // attempt's, and the join gives the next communicator the next prefix (gyre/comm<k>).
     std::shared_ptr<TcpStore> client = connectStore(where, rank, options, /*fresh=*/false);
@@ -68,7 +68,7 @@ std::shared_ptr<Store> joinStore(const std::string& host, uint16_t port, int ran
                              options.token);
     } catch (const Error& e) {
       fail(e.code(), "rank 0: {} (MASTER_ADDR={}, MASTER_PORT={}{})", e.what(), host, port,
-           where.port == port ? "" : ", gyre's store at " + where.from);
+           where.server == StoreServer::kRankZero ? "" : ", gyre's store at " + where.from);
     }
   }
   return connectStore(where, rank, options, /*fresh=*/true);
@@ -87,14 +87,15 @@ std::shared_ptr<TcpStore> connectStore(const StoreLocation& where, int rank,
   const std::string& host = where.host;
   const int port = where.port;
   // Who serves it, the variables that say where, and what to check when it cannot be reached.
-  const std::string from = where.agent ? where.from + ", served by gyrerun on node 0" : where.from;
+  const bool agent = where.server == StoreServer::kAgent;
+  const std::string from = agent ? where.from + ", served by gyrerun on node 0" : where.from;
   const std::string vars =
-      where.agent ? fmt::format("GYRE_AGENT_STORE={}:{}", host, port)
-      : where.from == StoreLocation().from
+      agent ? fmt::format("GYRE_AGENT_STORE={}:{}", host, port)
+      : where.server == StoreServer::kRankZero
           ? fmt::format("MASTER_ADDR={}, MASTER_PORT={}", host, port)
           : fmt::format("MASTER_ADDR={}, {}", host, where.from);
   const std::string hint =
-      where.agent ? "Is node 0's gyrerun (its gyre-store) still running, and can this node reach "
+      agent ? "Is node 0's gyrerun (its gyre-store) still running, and can this node reach "
                     "that address?"
                   : "Is rank 0 running, and is MASTER_ADDR an address of rank 0's node that this "
                     "node can reach?";

@@ -52,7 +52,7 @@ std::string env(const char* name) {
 std::shared_ptr<TcpStore> agentClient(int rank) {
   const LaunchEnv launch = launchEnvFromProcess();
   const StoreLocation where = storeLocationFromProcess(launch.masterAddr, launch.masterPort);
-  if (!where.agent) die("GYRE_AGENT_STORE is not set: gyrerun serves no store");
+  if (where.server != StoreServer::kAgent) die("GYRE_AGENT_STORE is not set: gyrerun serves no store");
   return TcpStore::connect(where.host, static_cast<uint16_t>(where.port), kStoreTimeout,
                            secretFromEnvironment(), rank);
 }

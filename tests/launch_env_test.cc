@@ -241,7 +241,7 @@ Vars with(Vars vars, const Vars& more) {
 
 TEST(StoreLocation, RankZeroServesAtTheLaunchersEndpointByDefault) {
   StoreLocation where = locate(kTorchrunRank, "10.0.0.1", 29500);
-  EXPECT_FALSE(where.agent);
+  EXPECT_EQ(where.server, StoreServer::kRankZero);
   EXPECT_EQ(where.host, "10.0.0.1");
   EXPECT_EQ(where.port, 29500);
   EXPECT_EQ(where.from, "MASTER_ADDR:MASTER_PORT");
@@ -249,7 +249,7 @@ TEST(StoreLocation, RankZeroServesAtTheLaunchersEndpointByDefault) {
   // gyrerun --no-agent-store and torchrun's c10d rendezvous say False.
   where = locate(with(kTorchrunRank, {{"TORCHELASTIC_USE_AGENT_STORE", "False"}}), "10.0.0.1",
                  29500);
-  EXPECT_FALSE(where.agent);
+  EXPECT_EQ(where.server, StoreServer::kRankZero);
   EXPECT_EQ(where.port, 29500);
 }
 
@@ -259,7 +259,7 @@ TEST(StoreLocation, GyrerunsAgentStoreMakesEveryRankAClientUnderTheAttemptsPrefi
                                           {"TORCHELASTIC_RESTART_COUNT", "2"}});
   for (const char* rank : {"0", "1"}) {
     StoreLocation where = locate(with(agent, {{"RANK", rank}}), "10.0.0.1", 29500);
-    EXPECT_TRUE(where.agent);
+    EXPECT_EQ(where.server, StoreServer::kAgent);
     EXPECT_EQ(where.host, "10.0.0.1");
     EXPECT_EQ(where.port, 41234);
     EXPECT_EQ(where.from, "GYRE_AGENT_STORE");
@@ -279,7 +279,7 @@ TEST(StoreLocation, GyrerunsAgentStoreMakesEveryRankAClientUnderTheAttemptsPrefi
 TEST(StoreLocation, TorchrunsOwnAgentStoreMovesRankZerosStoreOnePortUp) {
   const Vars torchrun = with(kTorchrunRank, {{"TORCHELASTIC_USE_AGENT_STORE", "True"}});
   StoreLocation where = locate(torchrun, "10.0.0.1", 29500);
-  EXPECT_FALSE(where.agent);
+  EXPECT_EQ(where.server, StoreServer::kRankZeroBesideAgent);
   EXPECT_EQ(where.host, "10.0.0.1");
   EXPECT_EQ(where.port, 29501);
   EXPECT_NE(where.from.find("MASTER_PORT+1"), std::string::npos) << where.from;
@@ -297,7 +297,7 @@ TEST(StoreLocation, AnEndpointOtherThanTheLaunchersIsNeverRedirected) {
                                          {"TORCHELASTIC_USE_AGENT_STORE", "True"}});
   for (auto [host, port] : {std::pair<std::string, int>{"127.0.0.1", 29500}, {"10.0.0.1", 29600}}) {
     StoreLocation where = locate(both, host, port);
-    EXPECT_FALSE(where.agent) << host << ":" << port;
+    EXPECT_EQ(where.server, StoreServer::kRankZero) << host << ":" << port;
     EXPECT_EQ(where.host, host);
     EXPECT_EQ(where.port, port);
   }
