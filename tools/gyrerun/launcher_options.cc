@@ -44,7 +44,7 @@ options (--opt VALUE or --opt=VALUE; `-` or `_` inside names):
   --no-agent-store        serve no store: rank 0 serves gyre's store at MASTER_PORT, as
                           before, and takes it away when it dies
   --standalone            one node, a free local port, a random TORCHELASTIC_RUN_ID
-  --rdzv-endpoint H[:P]   rank 0's store at H:P (port default 29400), as torchrun's
+  --rdzv-endpoint H[:P]   MASTER_ADDR H, MASTER_PORT P (default 29400), as torchrun's
   --rdzv-backend B        c10d or static (the same here; ranks come from --node-rank,
                           which several c10d nodes must give)
   --rdzv-id ID            TORCHELASTIC_RUN_ID (default none)
@@ -77,7 +77,8 @@ of a job must be of one version, and all or none given --no-agent-store). gyre-s
 found beside gyrerun (GYRE_STORE_PROGRAM overrides it).
 
 Exit status: 0 when every rank exited 0; 1 when a rank failed (exit code != 0 or a
-signal; the first failure is named on stderr); 2 for a wrong command line; 128+S when
+signal; the first failure is named on stderr) or the job's store could not start; 2 for
+a wrong command line; 128+S when
 gyrerun itself got signal S (forwarded to the ranks first).
 )";
 
