@@ -260,6 +260,80 @@ LaunchEnv resolveLaunchEnv(const EnvLookup& lookup) {
   return e;
 }
 
+namespace {
+
+// "host:port" or "[v6addr]:port".
+void parseAgentStore(const std::string& text, StoreLocation& out) {
+  auto bad = [&](const char* why) {
+    fail(ErrorCode::kInvalidArgument,
+         "GYRE_AGENT_STORE='{}' {}: it must be HOST:PORT ([v6addr]:PORT), the store the "
+         "launcher serves (gyrerun sets it)",
+         text, why);
+  };
+  const size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) bad("has no host and port");
+  std::string host = text.substr(0, colon);
+  if (host.front() == '[') {
+    if (host.back() != ']' || host.size() < 3) bad("has an unclosed [");
+    host = host.substr(1, host.size() - 2);
+  } else if (host.find(':') != std::string::npos) {
+    bad("has an IPv6 address without [ ]");
+  }
+  const std::string port = text.substr(colon + 1);
+  char* end = nullptr;
+  errno = 0;
+  const long value = std::strtol(port.c_str(), &end, 10);
+  if (port.empty() || errno != 0 || *end != '\0' || value < 1 || value > 65535) {
+    bad("has no port in [1, 65535]");
+  }
+  out.host = host;
+  out.port = static_cast<int>(value);
+}
+
+}  // namespace
+
+StoreLocation resolveStoreLocation(const EnvLookup& lookup, const std::string& host, int port) {
+  StoreLocation where;
+  where.host = host;
+  where.port = port;
+  LaunchEnv launch;
+  try {
+    launch = resolveLaunchEnv(lookup);
+  } catch (const Error&) {
+    return where;  // not the launcher's endpoint, then (its caller has its own error)
+  }
+  if (launch.masterAddr != host || launch.masterPort != port) return where;
+  Reader r(lookup, "the launcher");
+  if (std::optional<std::string> agent = r.text("GYRE_AGENT_STORE")) {
+    parseAgentStore(*agent, where);
+    where.server = StoreServer::kAgent;
+    where.from = "GYRE_AGENT_STORE";
+    const long long attempt = r.integer("TORCHELASTIC_RESTART_COUNT", 0, 1LL << 30).value_or(0);
+    where.prefix = fmt::format("/worker/attempt_{}", attempt);
+    return where;
+  }
+  if (r.text("TORCHELASTIC_USE_AGENT_STORE") == std::optional<std::string>("True")) {
+    if (port >= 65535) {
+      fail(ErrorCode::kInvalidArgument,
+           "TORCHELASTIC_USE_AGENT_STORE=True: torchrun's agent serves its own store at "
+           "MASTER_PORT={}, so gyre's goes to MASTER_PORT+1, which is no port: give torchrun a "
+           "lower --master-port",
+           port);
+    }
+    where.server = StoreServer::kRankZeroBesideAgent;
+    where.port = port + 1;
+    where.from = fmt::format(
+        "MASTER_PORT+1: torchrun's agent serves a torch store at MASTER_PORT={} "
+        "(TORCHELASTIC_USE_AGENT_STORE=True)",
+        port);
+  }
+  return where;
+}
+
+StoreLocation storeLocationFromProcess(const std::string& host, int port) {
+  return resolveStoreLocation([](const char* name) { return std::getenv(name); }, host, port);
+}
+
 LaunchEnv launchEnvFromProcess() {
   return resolveLaunchEnv([](const char* name) { return std::getenv(name); });
 }

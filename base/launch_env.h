@@ -60,6 +60,40 @@ using EnvLookup = std::function<const char*(const char* name)>;
 LaunchEnv resolveLaunchEnv(const EnvLookup& lookup);
 LaunchEnv launchEnvFromProcess();  // resolveLaunchEnv over getenv
 
+// Where a job's gyre store is served, for the endpoint host:port a caller got from
+// resolveLaunchEnv() (ring/join_store.cc acts on it). First match wins:
+//   GYRE_AGENT_STORE=HOST:PORT ("[v6addr]:PORT" too): the launcher serves it (gyrerun on
+//     node 0 runs gyre-store for the whole job and sets it): every rank, 0 included, is a
+//     client, and the keys go under "/worker/attempt_<TORCHELASTIC_RESTART_COUNT>" (0 when
+//     unset), as torch's workers do on torchrun's agent store, so that a restarted group
+//     never reads an earlier attempt's keys.
+//   TORCHELASTIC_USE_AGENT_STORE=True (torchrun): torchrun's agent holds MASTER_PORT with a
+//     torch TCPStore, whose protocol gyre does not speak, so rank 0 serves gyre's store at
+//     MASTER_PORT + 1 (an error when MASTER_PORT is 65535).
+//   otherwise rank 0 serves it at host:port.
+// Both variables apply only when host:port is the launcher's MASTER_ADDR:MASTER_PORT as
+// resolveLaunchEnv() gives it (torch's rule: the agent promises a store at its own
+// endpoint, not at any other), so a store opened at an address of the program's own is
+// never redirected. A malformed GYRE_AGENT_STORE or TORCHELASTIC_RESTART_COUNT throws
+// kInvalidArgument naming it.
+enum class StoreServer {
+  kRankZero,             // rank 0, at host:port
+  kRankZeroBesideAgent,  // rank 0, at MASTER_PORT+1: torchrun's own store holds MASTER_PORT
+  kAgent,                // the launcher (GYRE_AGENT_STORE): every rank is a client
+};
+
+struct StoreLocation {
+  StoreServer server = StoreServer::kRankZero;
+  std::string host;
+  int port = 0;
+  // For messages: "MASTER_ADDR:MASTER_PORT", "GYRE_AGENT_STORE", "MASTER_PORT+1 (...)".
+  std::string from = "MASTER_ADDR:MASTER_PORT";
+  std::string prefix;  // under which the keys go on an agent store; "" otherwise
+};
+
+StoreLocation resolveStoreLocation(const EnvLookup& lookup, const std::string& host, int port);
+StoreLocation storeLocationFromProcess(const std::string& host, int port);  // over getenv
+
 // Rank 0's address as above, for callers that only need a route (never throws; a
 // malformed launcher variable gives 127.0.0.1 here and an error from the full resolve).
 std::string masterAddressFromEnvironment();

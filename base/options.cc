@@ -61,6 +61,23 @@ size_t parseByteSize(const std::string& text, const char* what) {
   return static_cast<size_t>(v) << shift;
 }
 
+std::string secretFromEnvironment() {
+  std::string secret;
+  if (const char* v = env("GYRE_TOKEN")) secret = v;
+  if (const char* v = env("GYRE_TOKEN_FILE")) {
+    if (!secret.empty()) {
+      fail(ErrorCode::kInvalidArgument,
+           "both GYRE_TOKEN and GYRE_TOKEN_FILE are set: give the job's secret one way only");
+    }
+    secret = readSecretFile(v);
+  }
+  if (secret.size() > kMaxSecretBytes) {
+    fail(ErrorCode::kInvalidArgument, "GYRE_TOKEN holds {} bytes, more than the {} a secret "
+         "may have", secret.size(), kMaxSecretBytes);
+  }
+  return secret;
+}
+
 std::string reduceIsaFromEnvironment() {
   const char* v = env("GYRE_REDUCE_ISA");
   if (!v) return "";
@@ -137,18 +154,7 @@ Options Options::fromEnvironment() {
     else fail(ErrorCode::kInvalidArgument, "GYRE_SYNC_PRIORITY='{}': use auto, realtime, nice or normal", s);
   }
   if (const char* v = env("GYRE_SOCKET_IFNAME")) o.socketIfname = v;
-  if (const char* v = env("GYRE_TOKEN")) o.token = v;
-  if (const char* v = env("GYRE_TOKEN_FILE")) {
-    if (!o.token.empty()) {
-      fail(ErrorCode::kInvalidArgument,
-           "both GYRE_TOKEN and GYRE_TOKEN_FILE are set: give the job's secret one way only");
-    }
-    o.token = readSecretFile(v);
-  }
-  if (o.token.size() > kMaxSecretBytes) {
-    fail(ErrorCode::kInvalidArgument, "GYRE_TOKEN holds {} bytes, more than the {} a secret "
-         "may have", o.token.size(), kMaxSecretBytes);
-  }
+  o.token = secretFromEnvironment();
   if (const char* v = env("GYRE_ENCRYPT")) {
     o.encrypt = parseInteger(v, "GYRE_ENCRYPT", 0, 1) == 1;
     if (o.encrypt && o.token.empty()) {

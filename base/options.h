@@ -116,6 +116,12 @@ GYRE_API const Options& globalOptions();
 // a bad value (globalOptions() falls back to defaults instead).
 std::string reduceIsaFromEnvironment();
 
+// The job's secret alone, as Options::token holds it: GYRE_TOKEN, or the contents of
+// GYRE_TOKEN_FILE ("" when neither is set), with fromEnvironment()'s errors for these two
+// (both set, a file base/secret.h refuses, over kMaxSecretBytes). For a program that needs
+// only the secret (gyre-store), so that an unrelated bad GYRE_* value does not stop it.
+std::string secretFromEnvironment();
+
 // The GYRE_ALGO spelling of `algo`: "auto", "ring", "tree", "rd", "hier"; and back (false for any
 // other text).
 GYRE_API const char* algoName(AllReduceAlgo algo);

@@ -11,7 +11,7 @@
 # it), `cmake --install` rules for
 #   include/gyre/<layer>/*.h       so users keep writing #include "ring/communicator.h"
 #   lib/libgyre_<layer>.a, libgyre_ddp.a, libgyre_c.a, libgyre.so*, libgyre_c.so*
-#   bin/gyrerun, gyre-bench, gyre-train (those that are built)
+#   bin/gyrerun, gyre-store, gyre-bench, gyre-train (those that are built)
 #   lib/cmake/gyre/                find_package(gyre): gyre::gyre (static),
 #                                  gyre::gyre_shared, gyre::ddp, gyre::gyre_c,
 #                                  gyre::gyre_c_shared
@@ -123,7 +123,7 @@ if(GYRE_INSTALL)
           ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
           LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
           INCLUDES DESTINATION ${GYRE_INSTALL_INCLUDEDIR})
-  foreach(tool gyrerun gyre-bench gyre-train)
+  foreach(tool gyrerun gyre-store gyre-bench gyre-train)
     if(TARGET ${tool})
       install(TARGETS ${tool} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
     endif()

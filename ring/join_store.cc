@@ -1,29 +1,104 @@
 #include "ring/join_store.h"
 
 #include <algorithm>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include "base/error.h"
 #include "base/log.h"
 #include "ring/join.h"
+#include "store/store.h"
 #include "store/tcp_store.h"
 
 namespace gyre {
+namespace {
 
-std::shared_ptr<TcpStore> joinStore(const std::string& host, uint16_t port, int rank,
-                                    const Options& options) {
+// The store layer's own keys: written only by the server (store/tcp_store_server.h), for
+// the whole store, whatever prefix its clients use.
+constexpr std::string_view kServerKeys = "gyre/store/";
+
+// An attempt's view of the agent store: "<attempt>/<key>", except the server's own keys.
+// A PrefixStore, so that describeStore() and servesStore() (ring/join.h) see through it.
+class AttemptStore : public PrefixStore {
+ public:
+  using PrefixStore::PrefixStore;
+
+  void set(const std::string& key, const std::vector<uint8_t>& value) override {
+    inner()->set(mapped(key), value);
+  }
+  std::vector<uint8_t> get(const std::string& key) override { return inner()->get(mapped(key)); }
+  int64_t add(const std::string& key, int64_t delta) override {
+    return inner()->add(mapped(key), delta);
+  }
+  void wait(const std::vector<std::string>& keys) override { inner()->wait(mapped(keys)); }
+  bool check(const std::vector<std::string>& keys) override { return inner()->check(mapped(keys)); }
+  bool addOnClose(const std::string& key, int64_t delta) override {
+    return inner()->addOnClose(mapped(key), delta);
+  }
+
+ private:
+  std::string mapped(const std::string& key) const {
+    return key.starts_with(kServerKeys) ? key : prefix() + "/" + key;
+  }
+  std::vector<std::string> mapped(const std::vector<std::string>& keys) const {
+    std::vector<std::string> out;
+    out.reserve(keys.size());
+    for (const std::string& key : keys) out.push_back(mapped(key));
+    return out;
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<Store> joinStore(const std::string& host, uint16_t port, int rank,
+                                 const Options& options) {
+  const StoreLocation where = storeLocationFromProcess(host, port);
+  if (where.server == StoreServer::kAgent) {
+    // The launcher's store lives across creations: one this rank already joined is this
+    // attempt's, and the join gives the next communicator the next prefix (gyre/comm<k>).
+    std::shared_ptr<TcpStore> client = connectStore(where, rank, options, /*fresh=*/false);
+    log(LogLevel::kInfo, rank, "the launcher serves the store at {}:{} ({}); keys under {}",
+        where.host, where.port, where.from, where.prefix);
+    return std::make_shared<AttemptStore>(where.prefix, std::move(client));
+  }
   if (rank == 0) {
     try {
-      return TcpStore::serve(host, port, options.timeout, options.token);
+      return TcpStore::serve(where.host, static_cast<uint16_t>(where.port), options.timeout,
+                             options.token);
     } catch (const Error& e) {
-      fail(e.code(), "rank 0: {} (MASTER_ADDR={}, MASTER_PORT={})", e.what(), host, port);
+      fail(e.code(), "rank 0: {} (MASTER_ADDR={}, MASTER_PORT={}{})", e.what(), host, port,
+           where.server == StoreServer::kRankZero ? "" : ", gyre's store at " + where.from);
     }
   }
-  return connectStore(host, port, rank, options, /*fresh=*/true);
+  return connectStore(where, rank, options, /*fresh=*/true);
 }
 
 std::shared_ptr<TcpStore> connectStore(const std::string& host, uint16_t port, int rank,
                                        const Options& options, bool fresh) {
+  StoreLocation where;
+  where.host = host;
+  where.port = port;
+  return connectStore(where, rank, options, fresh);
+}
+
+std::shared_ptr<TcpStore> connectStore(const StoreLocation& where, int rank,
+                                       const Options& options, bool fresh) {
+  const std::string& host = where.host;
+  const int port = where.port;
+  // Who serves it, the variables that say where, and what to check when it cannot be reached.
+  const bool agent = where.server == StoreServer::kAgent;
+  const std::string from = agent ? where.from + ", served by gyrerun on node 0" : where.from;
+  const std::string vars =
+      agent ? fmt::format("GYRE_AGENT_STORE={}:{}", host, port)
+      : where.server == StoreServer::kRankZero
+          ? fmt::format("MASTER_ADDR={}, MASTER_PORT={}", host, port)
+          : fmt::format("MASTER_ADDR={}, {}", host, where.from);
+  const std::string hint =
+      agent ? "Is node 0's gyrerun (its gyre-store) still running, and can this node reach "
+                    "that address?"
+                  : "Is rank 0 running, and is MASTER_ADDR an address of rank 0's node that this "
+                    "node can reach?";
   const Clock::time_point start = Clock::now();
   const Clock::time_point deadline = start + options.joinTimeout;
   Clock::time_point nextReport = start + options.joinProgressFirst;
@@ -53,7 +128,7 @@ std::shared_ptr<TcpStore> connectStore(const std::string& host, uint16_t port, i
       return store;
     } catch (const Error& e) {
       if (e.code() != ErrorCode::kTimeout && e.code() != ErrorCode::kRemoteError) {
-        fail(e.code(), "rank {}: {} (MASTER_ADDR={}, MASTER_PORT={})", rank, e.what(), host, port);
+        fail(e.code(), "rank {}: {} ({})", rank, e.what(), vars);
       }
       // The attempt's own reason ("connection refused"), not its framing again.
       std::string reason = e.what();
@@ -63,16 +138,16 @@ std::shared_ptr<TcpStore> connectStore(const std::string& host, uint16_t port, i
       }
       if (Clock::now() >= deadline) {
         fail(ErrorCode::kTimeout,
-             "rank {}: could not reach the bootstrap store at {}:{} (MASTER_ADDR:MASTER_PORT) "
-             "after {:.1f} s (GYRE_JOIN_TIMEOUT={} s): {}. Is rank 0 running, and is MASTER_ADDR "
-             "an address of rank 0's node that this node can reach?",
-             rank, host, port, seconds(), options.joinTimeout.count() / 1000.0, reason);
+             "rank {}: could not reach the bootstrap store at {}:{} ({}) after {:.1f} s "
+             "(GYRE_JOIN_TIMEOUT={} s): {}. {}",
+             rank, host, port, from, seconds(), options.joinTimeout.count() / 1000.0, reason,
+             hint);
       }
       if (Clock::now() >= nextReport) {
         log(LogLevel::kWarn, rank,
-            "waiting for the bootstrap store at {}:{} (MASTER_ADDR:MASTER_PORT) for {:.0f} s: {} "
+            "waiting for the bootstrap store at {}:{} ({}) for {:.0f} s: {} "
             "(gives up at {} s, GYRE_JOIN_TIMEOUT)",
-            host, port, seconds(), reason, options.joinTimeout.count() / 1000.0);
+            host, port, from, seconds(), reason, options.joinTimeout.count() / 1000.0);
         while (nextReport <= Clock::now()) nextReport += options.joinProgressEvery;
       }
       // A store that closed on us (going away, or not answering yet): not at once again.

@@ -216,3 +216,115 @@ TEST(LaunchEnv, NamesItsRankOnlyForARankPrefix) {
 
 }  // namespace
 }  // namespace gyre
+
+// ---- Where the store is served (resolveStoreLocation) ------------------------------------
+
+namespace gyre {
+namespace {
+
+StoreLocation locate(const Vars& vars, const std::string& host, int port) {
+  return resolveStoreLocation(
+      [&](const char* name) -> const char* {
+        auto it = vars.find(name);
+        return it == vars.end() ? nullptr : it->second.c_str();
+      },
+      host, port);
+}
+
+const Vars kTorchrunRank{{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "10.0.0.1"},
+                         {"MASTER_PORT", "29500"}};
+
+Vars with(Vars vars, const Vars& more) {
+  for (const auto& [name, value] : more) vars[name] = value;
+  return vars;
+}
+
+TEST(StoreLocation, RankZeroServesAtTheLaunchersEndpointByDefault) {
+  StoreLocation where = locate(kTorchrunRank, "10.0.0.1", 29500);
+  EXPECT_EQ(where.server, StoreServer::kRankZero);
+  EXPECT_EQ(where.host, "10.0.0.1");
+  EXPECT_EQ(where.port, 29500);
+  EXPECT_EQ(where.from, "MASTER_ADDR:MASTER_PORT");
+  EXPECT_EQ(where.prefix, "");
+  // gyrerun --no-agent-store and torchrun's c10d rendezvous say False.
+  where = locate(with(kTorchrunRank, {{"TORCHELASTIC_USE_AGENT_STORE", "False"}}), "10.0.0.1",
+                 29500);
+  EXPECT_EQ(where.server, StoreServer::kRankZero);
+  EXPECT_EQ(where.port, 29500);
+}
+
+TEST(StoreLocation, GyrerunsAgentStoreMakesEveryRankAClientUnderTheAttemptsPrefix) {
+  const Vars agent = with(kTorchrunRank, {{"GYRE_AGENT_STORE", "10.0.0.1:41234"},
+                                          {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+                                          {"TORCHELASTIC_RESTART_COUNT", "2"}});
+  for (const char* rank : {"0", "1"}) {
+    StoreLocation where = locate(with(agent, {{"RANK", rank}}), "10.0.0.1", 29500);
+    EXPECT_EQ(where.server, StoreServer::kAgent);
+    EXPECT_EQ(where.host, "10.0.0.1");
+    EXPECT_EQ(where.port, 41234);
+    EXPECT_EQ(where.from, "GYRE_AGENT_STORE");
+    EXPECT_EQ(where.prefix, "/worker/attempt_2");
+  }
+  // No restart count (a launcher other than gyrerun): the first attempt's prefix.
+  Vars first = agent;
+  first.erase("TORCHELASTIC_RESTART_COUNT");
+  EXPECT_EQ(locate(first, "10.0.0.1", 29500).prefix, "/worker/attempt_0");
+  // IPv6, bracketed.
+  StoreLocation v6 =
+      locate(with(agent, {{"GYRE_AGENT_STORE", "[fd00::1]:5000"}}), "10.0.0.1", 29500);
+  EXPECT_EQ(v6.host, "fd00::1");
+  EXPECT_EQ(v6.port, 5000);
+}
+
+TEST(StoreLocation, TorchrunsOwnAgentStoreMovesRankZerosStoreOnePortUp) {
+  const Vars torchrun = with(kTorchrunRank, {{"TORCHELASTIC_USE_AGENT_STORE", "True"}});
+  StoreLocation where = locate(torchrun, "10.0.0.1", 29500);
+  EXPECT_EQ(where.server, StoreServer::kRankZeroBesideAgent);
+  EXPECT_EQ(where.host, "10.0.0.1");
+  EXPECT_EQ(where.port, 29501);
+  EXPECT_NE(where.from.find("MASTER_PORT+1"), std::string::npos) << where.from;
+  EXPECT_NE(where.from.find("TORCHELASTIC_USE_AGENT_STORE=True"), std::string::npos) << where.from;
+  try {
+    locate(with(torchrun, {{"MASTER_PORT", "65535"}}), "10.0.0.1", 65535);
+    ADD_FAILURE() << "no error for MASTER_PORT=65535";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--master-port"), std::string::npos) << e.what();
+  }
+}
+
+TEST(StoreLocation, AnEndpointOtherThanTheLaunchersIsNeverRedirected) {
+  const Vars both = with(kTorchrunRank, {{"GYRE_AGENT_STORE", "10.0.0.1:41234"},
+                                         {"TORCHELASTIC_USE_AGENT_STORE", "True"}});
+  for (auto [host, port] : {std::pair<std::string, int>{"127.0.0.1", 29500}, {"10.0.0.1", 29600}}) {
+    StoreLocation where = locate(both, host, port);
+    EXPECT_EQ(where.server, StoreServer::kRankZero) << host << ":" << port;
+    EXPECT_EQ(where.host, host);
+    EXPECT_EQ(where.port, port);
+  }
+}
+
+TEST(StoreLocation, MalformedValuesNameTheVariable) {
+  for (const char* bad : {"10.0.0.1", "10.0.0.1:", ":80", "10.0.0.1:0", "10.0.0.1:70000",
+                          "fd00::1:80", "[fd00::1:80", "host:x"}) {
+    try {
+      locate(with(kTorchrunRank, {{"GYRE_AGENT_STORE", bad}}), "10.0.0.1", 29500);
+      ADD_FAILURE() << "no error for GYRE_AGENT_STORE=" << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find(std::string("GYRE_AGENT_STORE='") + bad + "'"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  try {
+    locate(with(kTorchrunRank, {{"GYRE_AGENT_STORE", "h:1"}, {"TORCHELASTIC_RESTART_COUNT", "-1"}}),
+           "10.0.0.1", 29500);
+    ADD_FAILURE() << "no error for TORCHELASTIC_RESTART_COUNT=-1";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("TORCHELASTIC_RESTART_COUNT='-1'"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace gyre

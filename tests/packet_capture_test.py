@@ -279,7 +279,7 @@ def main():
     for tool in ("unshare", "ip"):
         if shutil.which(tool) is None:
             skip("needs %s (util-linux, iproute2: tools/setup.sh)" % tool)
-    for prog in ("gyrerun", "gyre-bench"):
+    for prog in ("gyrerun", "gyre-store", "gyre-bench"):
         if not os.access(os.path.join(bin_dir, prog), os.X_OK):
             print("packet_capture: no %s in %s" % (prog, bin_dir), file=sys.stderr)
             return 2

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh
 # The programs the demo runs, not the test suite (tools/test.sh builds that).
-BUILD_TARGETS="gyrerun gyre-bench gyre-train" tools/build.sh
+BUILD_TARGETS="gyrerun gyre-store gyre-bench gyre-train" tools/build.sh
 bin=${BUILD_DIR:-build}/bin
 echo "== gyrerun -n 4 gyre-bench -b 8 -e 32M -f 4 -c 1"
 "$bin/gyrerun" -n 4 "$bin/gyre-bench" -b 8 -e 32M -f 4 -c 1

@@ -34,7 +34,7 @@
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PACK=$ROOT/build-gpu/pack
-TARGETS="cuda_reduce_test cuda_allreduce_test cuda_reduce_bench cuda_allreduce_bench gyre-bench gyrerun"
+TARGETS="cuda_reduce_test cuda_allreduce_test cuda_reduce_bench cuda_allreduce_bench gyre-bench gyrerun gyre-store"
 CMAKE_FLAGS=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DGYRE_WITH_VERBS=OFF)
 
 source_digest() {

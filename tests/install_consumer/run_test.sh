@@ -37,7 +37,7 @@ so=$(find "$prefix" -name libgyre.so -print -quit)
 libdir=$(dirname "$so")
 for f in include/gyre/ring/communicator.h include/gyre/ring/spawn.h include/gyre/store/tcp_store.h \
          include/gyre/base/export.h include/gyre/ddp/grad_sync.h include/gyre/capi/gyre.h \
-         bin/gyrerun; do
+         bin/gyrerun bin/gyre-store; do
   [ -e "$prefix/$f" ] || fail "$f was not installed"
 done
 for f in libgyre_base.a libgyre_ring.a libgyre_ddp.a libgyre_c.a libgyre_c.so cmake/gyre/gyreConfig.cmake \
@@ -51,7 +51,7 @@ soname=$(readelf -d "$so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 [[ "$soname" =~ ^libgyre\.so\.[0-9]+(\.[0-9]+)?$ ]] || fail "libgyre.so SONAME is '$soname'"
 exports=$(nm -D --defined-only "$so" | awk '{print $3}' | c++filt)
 allowed='^(gyre::(Communicator|Work|Error|Store|PrefixStore|TcpStore|Fd|SocketAddress|Options)::'
-allowed+='|gyre::(spawn|errorCodeName|failSystem|dtypeSize|isFloating|dtypeName|opName|logEnabled'
+allowed+='|gyre::(spawn|errorCodeName|errorCodeFromInt|errorCauseName|reframe|failSystem|dtypeSize|isFloating|dtypeName|opName|logEnabled'
 allowed+='|logLine|globalOptions|algoName|parseAlgo|transportName|parseByteSize)\('
 allowed+='|(typeinfo|typeinfo name|vtable) for gyre::(Error|Store|PrefixStore|TcpStore)$)'
 stray=$(grep -Ev "$allowed" <<<"$exports" || true)

@@ -2,9 +2,12 @@
 //
 // Parses the command line, picks MASTER_ADDR/MASTER_PORT, routes SIGCHLD, SIGINT,
 // SIGTERM and SIGHUP into a self-pipe, and hands over to RankSupervisor, whose return
-// value is the exit status. With --max-restarts K, a group that failed (status 1) is
-// started again, whole, up to K times (torchrun's behaviour); a signal to gyrerun ends it. It uses nothing from the gyre library, so it builds and
-// works while the library does not.
+// value is the exit status. On node 0 (unless --no-agent-store) it first starts gyre's
+// store for the job (tools/gyrerun/agent_store.h), which lives until gyrerun ends, and every
+// node's ranks get its address in GYRE_AGENT_STORE. With --max-restarts K, a group that
+// failed (status 1) is started again, whole, up to K times (torchrun's behaviour), on the
+// same store; a signal to gyrerun ends it. It uses nothing from the gyre library, so it
+// builds and works while the library does not (the store is a program of its own).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/random.h>
@@ -16,6 +19,7 @@
 #include <cstring>
 #include <string>
 
+#include "tools/gyrerun/agent_store.h"
 #include "tools/gyrerun/launcher_options.h"
 #include "tools/gyrerun/rank_process.h"
 #include "tools/gyrerun/rank_supervisor.h"
@@ -134,13 +138,41 @@ int main(int argc, char** argv) {
     reportLine(std::string("cannot create the signal pipe: ") + std::strerror(errno));
     return 1;
   }
+  // gyre's store, served here on node 0 for the whole run; the other nodes' ranks reach it
+  // at node 0's address and the port every node derives alike.
+  std::unique_ptr<AgentStore> store;
+  if (options.agentStore) {
+    const int storePort = resolveStorePort(options, env.masterPort, error);
+    if (storePort < 0) {
+      reportLine(error);
+      return 1;
+    }
+    if (options.nodeRank == 0) {
+      std::fflush(nullptr);
+      const std::string program = storeProgram(error);
+      if (!program.empty()) {
+        store = AgentStore::start(program, env.masterAddr, storePort, env.secret, error);
+      }
+      if (!store) {
+        reportLine(error);
+        return 1;
+      }
+      env.agentStore = joinHostPort(env.masterAddr, store->port());
+    } else {
+      env.agentStore = joinHostPort(env.masterAddr, storePort);
+    }
+  }
   applyOmpDefault(options);
   for (;;) {
     // Anything buffered now would be copied into every forked child.
     std::fflush(nullptr);
-    RankSupervisor supervisor(options, env, signalFd);
+    RankSupervisor supervisor(options, env, signalFd, store.get());
     const int status = supervisor.run();
     if (status != 1 || env.restartCount >= options.maxRestarts) return status;
+    if (store && !store->running()) {
+      reportLine("not restarting the local group: the job's store is gone");
+      return status;
+    }
     ++env.restartCount;
     // One node picked its port alone, so the new group may take a fresh one (the old
     // store's port may still be in TIME_WAIT); several nodes keep the agreed one.

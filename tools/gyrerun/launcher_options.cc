@@ -35,12 +35,18 @@ options (--opt VALUE or --opt=VALUE; `-` or `_` inside names):
                           per CPU), cpu or gpu
   --nnodes M              number of nodes (default 1); MIN:MAX only with MIN == MAX
   --node-rank R           this node's index, 0..M-1 (default 0); RANK = R*N + local rank
-  --master-addr A         address of rank 0's bootstrap store (default 127.0.0.1)
-  --master-port P         its port (default: 29500 with several nodes, else a free port)
+  --master-addr A         node 0's address: where the job's stores are (default 127.0.0.1)
+  --master-port P         rank 0's port, for torch's store (default: 29500 with several
+                          nodes, else a free port)
+  --store-port P          port of gyre's store, which node 0's gyrerun serves (gyre-store)
+                          for the whole run, restarts included (default: a free port on
+                          one node; MASTER_PORT+1 with several nodes)
+  --no-agent-store        serve no store: rank 0 serves gyre's store at MASTER_PORT, as
+                          before, and takes it away when it dies
   --standalone            one node, a free local port, a random TORCHELASTIC_RUN_ID
-  --rdzv-endpoint H[:P]   rank 0's store at H:P (port default 29400), as torchrun's
-  --rdzv-backend B        c10d or static (both: rank 0 serves the store; ranks come from
-                          --node-rank, which several c10d nodes must give)
+  --rdzv-endpoint H[:P]   MASTER_ADDR H, MASTER_PORT P (default 29400), as torchrun's
+  --rdzv-backend B        c10d or static (the same here; ranks come from --node-rank,
+                          which several c10d nodes must give)
   --rdzv-id ID            TORCHELASTIC_RUN_ID (default none)
   --max-restarts K        after a rank fails, restart the whole local group up to K times
                           (TORCHELASTIC_RESTART_COUNT counts them; default 0)
@@ -64,11 +70,15 @@ options (--opt VALUE or --opt=VALUE; `-` or `_` inside names):
 
 With several ranks per node and OMP_NUM_THREADS unset, it is set to 1 (torchrun's
 notice is printed). Ranks also get ROLE_RANK, ROLE_WORLD_SIZE, ROLE_NAME,
-TORCHELASTIC_RUN_ID, TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS and
-TORCHELASTIC_USE_AGENT_STORE=False (rank 0 serves the store, as gyre expects).
+TORCHELASTIC_RUN_ID, TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS,
+TORCHELASTIC_USE_AGENT_STORE=False (torch's rank 0 serves torch's store at MASTER_PORT)
+and GYRE_AGENT_STORE=HOST:PORT, gyre's store served by node 0's gyrerun (every gyrerun
+of a job must be of one version, and all or none given --no-agent-store). gyre-store is
+found beside gyrerun (GYRE_STORE_PROGRAM overrides it).
 
 Exit status: 0 when every rank exited 0; 1 when a rank failed (exit code != 0 or a
-signal; the first failure is named on stderr); 2 for a wrong command line; 128+S when
+signal; the first failure is named on stderr) or the job's store could not start; 2 for
+a wrong command line; 128+S when
 gyrerun itself got signal S (forwarded to the ranks first).
 )";
 
@@ -129,7 +139,7 @@ std::string applyValue(const std::string& name, const std::string& value, Launch
   if (name == "rdzv-backend") {
     if (value != "c10d" && value != "static") {
       return "--rdzv-backend=" + value +
-             " is not supported: use c10d or static (rank 0 serves gyre's store either way)";
+             " is not supported: use c10d or static (gyrerun serves the same stores either way)";
     }
     o.rdzvBackend = value;
     return "";
@@ -141,6 +151,7 @@ std::string applyValue(const std::string& name, const std::string& value, Launch
   }
   if (name == "rdzv-conf" || name == "start-method") return "";  // torchrun's, no meaning here
   if (name == "master-port") return intIn(1, 65535, o.masterPort);
+  if (name == "store-port") return intIn(1, 65535, o.storePort);
   if (name == "master-addr") {
     if (value.empty()) return "--master-addr wants an address";
     o.masterAddr = value;
@@ -182,7 +193,7 @@ bool takesValue(const std::string& name) {
       "nproc-per-node", "nnodes",        "node-rank", "master-addr",  "master-port",
       "grace",          "prefix",        "bind",      "max-restarts", "monitor-interval",
       "rdzv-endpoint",  "rdzv-backend",  "rdzv-id",   "rdzv-conf",    "role",
-      "start-method"};
+      "start-method",   "store-port"};
   return std::any_of(std::begin(kNames), std::end(kNames),
                      [&](const char* n) { return name == n; });
 }
@@ -243,6 +254,10 @@ ParseResult parseLaunchOptions(int argc, const char* const* argv) {
         o.prefix = PrefixMode::kNone;
         continue;
       }
+      if (name == "no-agent-store") {
+        o.agentStore = false;
+        continue;
+      }
     }
     if (!takesValue(name)) {
       result.error = "unknown option " + arg;
@@ -277,6 +292,8 @@ ParseResult parseLaunchOptions(int argc, const char* const* argv) {
     result.error = "no program given";
   } else if (o.noPython && o.module) {
     result.error = "--no-python and --module exclude each other";
+  } else if (!o.agentStore && o.storePort > 0) {
+    result.error = "--store-port and --no-agent-store exclude each other";
   } else if (o.rdzvBackend == "c10d" && o.nnodes > 1 && !o.nodeRankGiven) {
     result.error =
         "--rdzv-backend=c10d on " + std::to_string(o.nnodes) +
@@ -287,6 +304,17 @@ ParseResult parseLaunchOptions(int argc, const char* const* argv) {
 }
 
 const char* launcherUsage() { return kUsage; }
+
+int resolveStorePort(const LaunchOptions& options, int masterPort, std::string& error) {
+  if (options.storePort > 0) return options.storePort;
+  if (options.nnodes == 1) return 0;
+  if (masterPort >= 65535) {
+    error = "MASTER_PORT " + std::to_string(masterPort) +
+            " leaves no MASTER_PORT+1 for the job's store: give --store-port on every node";
+    return -1;
+  }
+  return masterPort + 1;
+}
 
 int resolveMasterPort(const LaunchOptions& options, std::string& error) {
   if (options.masterPort > 0) return options.masterPort;

@@ -38,6 +38,10 @@ struct LaunchOptions {
   bool nodeRankGiven = false;
   std::string masterAddr;     // empty: 127.0.0.1
   int masterPort = -1;        // -1: not given (see resolveMasterPort)
+  // gyre's store: node 0's gyrerun serves it for the whole run (tools/gyrerun/agent_store.h)
+  // at --store-port (-1: see resolveStorePort); --no-agent-store: rank 0 serves it instead.
+  bool agentStore = true;
+  int storePort = -1;
   // torchrun's: --standalone (one node, a free local port, a random run id),
   // --max-restarts (restart the whole local group after a failure, up to N times),
   // --monitor-interval (accepted; gyrerun learns of exits at once through SIGCHLD),
@@ -80,5 +84,11 @@ const char* launcherUsage();
 // machine do not collide on a fixed port. Returns -1 and sets `error` if no port can be
 // found.
 int resolveMasterPort(const LaunchOptions& options, std::string& error);
+
+// The port of gyre's store that node 0's gyrerun serves: --store-port when given; on one
+// node 0, for a free port the kernel picks when the store's socket is bound; with several
+// nodes, which must agree on it without being told, MASTER_PORT+1 (`masterPort`, resolved).
+// Returns -1 and sets `error` when there is no such port.
+int resolveStorePort(const LaunchOptions& options, int masterPort, std::string& error);
 
 }  // namespace gyre::tools

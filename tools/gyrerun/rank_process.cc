@@ -40,20 +40,26 @@ std::vector<std::string> rankVariables(const LaunchOptions& o, const RankEnviron
       "TORCHELASTIC_RUN_ID=" + env.runId,
       "TORCHELASTIC_RESTART_COUNT=" + std::to_string(env.restartCount),
       "TORCHELASTIC_MAX_RESTARTS=" + std::to_string(o.maxRestarts),
-      // False: rank 0 creates the store server (torch's TCPStore and gyre alike).
+      // False: torch's rank 0 serves torch's TCPStore at MASTER_PORT. gyre's own store,
+      // when gyrerun serves it, is GYRE_AGENT_STORE: torch's clients do not speak its
+      // protocol, so True would break every torch.distributed program under gyrerun.
       "TORCHELASTIC_USE_AGENT_STORE=False",
   };
 }
+
+// Inherited variables dropped even when gyrerun sets no value for them.
+bool droppedFromParent(const std::string& name) { return name == "GYRE_AGENT_STORE"; }
 
 std::vector<std::string> childEnvironment(const LaunchOptions& o, const RankEnvironment& env,
                                           int localRank) {
   std::vector<std::string> vars = rankVariables(o, env, localRank);
   if (!env.secret.empty()) vars.push_back("GYRE_TOKEN=" + env.secret);
+  if (!env.agentStore.empty()) vars.push_back("GYRE_AGENT_STORE=" + env.agentStore);
   std::vector<std::string> result;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string entry = *e;
     std::string name = entry.substr(0, entry.find('='));
-    bool replaced = false;
+    bool replaced = droppedFromParent(name);
     for (const std::string& v : vars) replaced |= v.compare(0, name.size() + 1, name + "=") == 0;
     if (!replaced) result.push_back(std::move(entry));
   }

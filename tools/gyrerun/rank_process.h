@@ -5,7 +5,9 @@
 // variables of this rank (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
 // GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE, ROLE_NAME, MASTER_ADDR, MASTER_PORT,
 // TORCHELASTIC_RUN_ID, TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS,
-// TORCHELASTIC_USE_AGENT_STORE; any inherited values are replaced). The argv is
+// TORCHELASTIC_USE_AGENT_STORE, and GYRE_AGENT_STORE when gyrerun's store serves the job;
+// any inherited values are replaced, and an inherited GYRE_AGENT_STORE is dropped when
+// there is none: a nested job must not join an outer job's store). The argv is
 // rankCommand()'s (python3 for scripts, --local_rank in torch-launch mode). The
 // child's stdout/stderr are pipes whose read ends the returned object's relays own; the
 // child gets SIGKILL if gyrerun dies without stopping it (PR_SET_PDEATHSIG), so a killed
@@ -46,6 +48,9 @@ struct RankEnvironment {
   // environment, never on a command line: /proc/<pid>/environ is readable only by the
   // process's user (and root), /proc/<pid>/cmdline by everyone.
   std::string secret;
+  // GYRE_AGENT_STORE for the ranks: "host:port" of gyre's store served by node 0's gyrerun
+  // (tools/gyrerun/agent_store.h); empty with --no-agent-store (rank 0 serves it).
+  std::string agentStore;
 };
 
 // Starts local rank `localRank`, relaying its output to `out` and `err` (which must

@@ -42,8 +42,9 @@ void reportLine(const std::string& message) {
   (void)ignored;
 }
 
-RankSupervisor::RankSupervisor(LaunchOptions options, RankEnvironment env, int signalFd)
-    : options_(std::move(options)), env_(std::move(env)), signalFd_(signalFd) {}
+RankSupervisor::RankSupervisor(LaunchOptions options, RankEnvironment env, int signalFd,
+                               AgentStore* store)
+    : options_(std::move(options)), env_(std::move(env)), signalFd_(signalFd), store_(store) {}
 
 int RankSupervisor::run() {
   startAll();
@@ -117,6 +118,7 @@ void RankSupervisor::pollOnce() {
   // against a SIGCHLD whose byte the full self-pipe dropped.
   handleSignals();
   reapExited();
+  watchStore();
   if (hasDeadline_ && Clock::now() >= deadline_) onDeadline();
 }
 
@@ -166,6 +168,13 @@ void RankSupervisor::reapExited() {
     r->err->drain();
     onRankExit(*r);
   }
+}
+
+void RankSupervisor::watchStore() {
+  std::string how;
+  if (store_ == nullptr || !store_->reapIfExited(how)) return;
+  reportLine("the job's store, " + store_->describe() + ", exited: " + how +
+             "; ranks that need it (to create a communicator) will fail");
 }
 
 void RankSupervisor::onRankExit(RankProcess& rank) {

@@ -15,7 +15,10 @@
 //     forwarded to every running rank, which then has `graceSeconds` + 1 s before SIGKILL;
 //     a second such signal sends SIGKILL at once.
 // The first of these events decides the status. Only the pids it started are signalled
-// or waited for. Single-threaded.
+// or waited for. When gyrerun serves gyre's store (`store`, owned by the caller), a store
+// that exits during the run is reported at once ("gyrerun: the job's store ... exited:
+// ...") and reaped; the ranks go on (they fail by themselves if they need it). The store
+// is not stopped here: it outlives the group, across restarts. Single-threaded.
 #pragma once
 
 #include <unistd.h>
@@ -25,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/gyrerun/agent_store.h"
 #include "tools/gyrerun/launcher_options.h"
 #include "tools/gyrerun/rank_process.h"
 
@@ -32,7 +36,8 @@ namespace gyre::tools {
 
 class RankSupervisor {
  public:
-  RankSupervisor(LaunchOptions options, RankEnvironment env, int signalFd);
+  RankSupervisor(LaunchOptions options, RankEnvironment env, int signalFd,
+                 AgentStore* store = nullptr);
 
   int run();
 
@@ -49,6 +54,7 @@ class RankSupervisor {
   void pollOnce();
   void handleSignals();
   void reapExited();
+  void watchStore();
   void onRankExit(RankProcess& rank);
   void onDeadline();
   void failJob(int exitStatus);
@@ -60,6 +66,7 @@ class RankSupervisor {
   LaunchOptions options_;
   RankEnvironment env_;
   int signalFd_;
+  AgentStore* store_;
   // Declared before ranks_ so that they outlive the relays that point to them.
   OutputSink stdout_{STDOUT_FILENO};
   OutputSink stderr_{STDERR_FILENO};
