@@ -207,8 +207,9 @@ class GYRE_API Communicator {
   // touched: its store only); bounded by GYRE_JOIN_TIMEOUT like creation. One grow at a
   // time per store: the newcomers meet the ranks under the store's "gyre/grow/" keys.
   std::unique_ptr<Communicator> grow(int newSize);
-  // A newcomer's side of grow(): waits (up to GYRE_JOIN_TIMEOUT) for the next grow on
-  // `store` and joins it. kInvalidArgument when that grow has no room left for it.
+  // A newcomer's side of grow(): waits (up to GYRE_JOIN_TIMEOUT) for a grow on `store`
+  // with room for it and joins it; a grow that fills up with others before it arrives is
+  // not its own (it waits for the next). kTimeout when none takes it in time.
   static std::unique_ptr<Communicator> joinGrow(std::shared_ptr<Store> store,
                                                 const Options& options,
                                                 const std::string& routeHost);

@@ -142,9 +142,11 @@ std::unique_ptr<Communicator::Impl> Communicator::Impl::shrink(const std::vector
 //   generation      how many grows have completed (add: the counter)
 //   <g>/ticket      "<old size> <new size> <prefix>", set by rank 0 for grow number g
 //   <g>/arrivals    add: the newcomers' order, so newcomer i gets rank <old size> + i
-// A newcomer reads g, waits for ticket g, and when that grow is already complete (its
-// join says so: it arrived after a finished grow, before the generation moved on) waits
-// for the next. Rank 0 moves the generation on once the grown communicator exists.
+//   <g>/waiting     add: newcomers waiting for grow g (waitingNewcomers() reads it)
+// A newcomer reads g and waits for ticket g, then takes an arrival number; a grow that is
+// full (it came one too many) or already complete (it came after it, before the
+// generation moved on) is not its own, and it waits for the next, up to
+// GYRE_JOIN_TIMEOUT. Rank 0 moves the generation on once the grown communicator exists.
 namespace {
 
 std::shared_ptr<Store> growStore(const std::shared_ptr<Store>& store, const Options& options) {
@@ -190,6 +192,7 @@ std::unique_ptr<Communicator::Impl> Communicator::Impl::joinGrow(std::shared_ptr
   std::shared_ptr<Store> meet = growStore(store, options);
   const Clock::time_point deadline = Clock::now() + options.joinTimeout;
   int64_t registered = -1;  // the generation this newcomer is counted in as waiting
+  int64_t passed = -1;      // a grow that took others: wait for the next one
   for (;;) {
     const int64_t g = meet->add("generation", 0);
     if (g != registered) {
@@ -197,7 +200,7 @@ std::unique_ptr<Communicator::Impl> Communicator::Impl::joinGrow(std::shared_ptr
       registered = g;
     }
     const std::string ticketKey = fmt::format("{}/ticket", g);
-    if (meet->check({ticketKey})) {
+    if (g != passed && meet->check({ticketKey})) {
       int oldSize = 0, newSize = 0;
       char prefix[512] = {0};
       const std::string ticket = meet->getString(ticketKey);
@@ -205,24 +208,22 @@ std::unique_ptr<Communicator::Impl> Communicator::Impl::joinGrow(std::shared_ptr
         fail(ErrorCode::kInternal, "joinGrow: malformed ticket '{}' in the store at {}", ticket,
              describeStore(*store));
       }
-      if (!store->check({std::string(prefix) + "/join/complete"})) {
-        const int64_t i = meet->add(fmt::format("{}/arrivals", g), 1) - 1;
-        if (i >= newSize - oldSize) {
-          fail(ErrorCode::kInvalidArgument,
-               "joinGrow: grow {} of the communicator at the store {} takes {} new rank(s), and "
-               "{} processes came: this one is left out",
-               g, describeStore(*store), newSize - oldSize, i + 1);
-        }
+      // Complete: it was over before this newcomer looked (the generation moves on next).
+      const bool complete = store->check({std::string(prefix) + "/join/complete"});
+      const int64_t i = complete ? -1 : meet->add(fmt::format("{}/arrivals", g), 1) - 1;
+      if (i >= 0 && i < newSize - oldSize) {
         const int rank = oldSize + static_cast<int>(i);
         log(LogLevel::kInfo, rank, "joining by grow {}: rank {} of {}", g, rank, newSize);
         return std::make_unique<Impl>(store, rank, newSize, options, listenHost, prefix);
       }
+      passed = g;  // full, or over: the next grow
     }
     if (Clock::now() >= deadline) {
       fail(ErrorCode::kTimeout,
-           "joinGrow: no communicator grew through the store at {} within {:.0f} s "
-           "(GYRE_JOIN_TIMEOUT): the existing ranks must call grow()",
-           describeStore(*store), options.joinTimeout.count() / 1000.0);
+           "joinGrow: no grow through the store at {} took this process within {:.0f} s "
+           "(GYRE_JOIN_TIMEOUT; {} grow(s) done meanwhile): the existing ranks must call grow(), "
+           "by as many ranks as waitingNewcomers() says",
+           describeStore(*store), options.joinTimeout.count() / 1000.0, meet->add("generation", 0));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }

@@ -14,6 +14,7 @@
 
 #include <dirent.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <functional>
@@ -38,6 +39,7 @@ struct Outcome {
   bool hung = false;
   int code = 0;
   double seconds = 0;  // from start() to the end of its body
+  int status = 0;      // from waitpid: how the process ended
   std::string message;
   std::string log;
 };
@@ -69,6 +71,7 @@ class ProcessRanks {
       Outcome& o = out[static_cast<size_t>(c)];
       o.child = c;
       o.hung = children_.finish(c, deadline);
+      o.status = children_[c].status;
       parse(children_[c].out, o);
       o.log = children_.log(c);
     }
@@ -138,8 +141,10 @@ inline std::vector<std::string> shmSegmentsOf(const std::string& token) {
 }
 
 inline std::string describe(const Outcome& o) {
-  return fmt::format("child {}: reported={} ok={} hung={} code={} after {:.2f} s: '{}'\nlog:\n{}",
-                     o.child, o.reported, o.ok, o.hung, o.code, o.seconds, o.message, o.log);
+  const std::string ended = WIFSIGNALED(o.status) ? fmt::format("killed by signal {}", WTERMSIG(o.status))
+                           : fmt::format("exit status {}", WEXITSTATUS(o.status));
+  return fmt::format("child {}: reported={} ok={} hung={} code={} ({}) after {:.2f} s: '{}'\nlog:\n{}",
+                     o.child, o.reported, o.ok, o.hung, o.code, ended, o.seconds, o.message, o.log);
 }
 
 // Every outcome (except `skip`) failed, not hung, by `bound` seconds, naming every needle.

@@ -8,9 +8,6 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#ifdef __linux__
-#include <sys/prctl.h>
-#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -19,6 +16,7 @@
 #include <cstring>
 #include <vector>
 
+#include "tools/gyrerun/forked_child.h"
 #include "tools/gyrerun/rank_process.h"  // describeWaitStatus
 
 extern char** environ;
@@ -125,18 +123,6 @@ std::vector<std::string> storeEnvironment(const std::string& secret) {
   return vars;
 }
 
-std::vector<char*> pointers(std::vector<std::string>& strings) {
-  std::vector<char*> p;
-  for (std::string& s : strings) p.push_back(s.data());
-  p.push_back(nullptr);
-  return p;
-}
-
-void writeString(int fd, const char* s) {
-  ssize_t ignored = ::write(fd, s, std::strlen(s));
-  (void)ignored;
-}
-
 // In the forked child: only async-signal-safe calls until exec.
 [[noreturn]] void execStore(int listenFd, int readyFd, pid_t parent, char** argv, char** envp) {
   ::setpgid(0, 0);
@@ -150,19 +136,8 @@ void writeString(int fd, const char* s) {
   }
   const int devNull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (devNull >= 0) ::dup2(devNull, STDIN_FILENO);
-#ifdef __linux__
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != parent) ::_exit(127);  // gyrerun died before prctl took effect
-#else
-  (void)parent;
-#endif
-  // Signals were blocked across fork: gyrerun's handlers go, the defaults come back.
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  for (int signo : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGPIPE}) ::sigaction(signo, &dfl, nullptr);
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  dieWithParent(parent);
+  resetSignalsForExec();  // signals were blocked across fork (tools/gyrerun/forked_child.h)
   ::execvpe(argv[0], argv, envp);
   const int err = errno;
   writeString(kReadyFd, "cannot execute it: ");

@@ -5,14 +5,12 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#ifdef __linux__
-#include <sys/prctl.h>
-#endif
 
 #include <cerrno>
 #include <cstring>
 #include <vector>
 
+#include "tools/gyrerun/forked_child.h"
 #include "tools/gyrerun/torch_compat.h"
 
 extern char** environ;
@@ -67,18 +65,6 @@ std::vector<std::string> childEnvironment(const LaunchOptions& o, const RankEnvi
   return result;
 }
 
-std::vector<char*> pointers(std::vector<std::string>& strings) {
-  std::vector<char*> p;
-  for (std::string& s : strings) p.push_back(s.data());
-  p.push_back(nullptr);
-  return p;
-}
-
-void writeString(int fd, const char* s) {
-  ssize_t ignored = ::write(fd, s, std::strlen(s));
-  (void)ignored;
-}
-
 // The (localRank mod k)-th of the k CPUs this process may run on, as a set of one.
 bool coreFor(int localRank, cpu_set_t& out, std::string& error) {
   cpu_set_t allowed;
@@ -114,22 +100,8 @@ bool coreFor(int localRank, cpu_set_t& out, std::string& error) {
     writeString(STDERR_FILENO, "gyrerun: --bind core: sched_setaffinity failed\n");
     ::_exit(127);
   }
-#ifdef __linux__
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != parent) ::_exit(127);  // gyrerun died before prctl took effect
-#else
-  (void)parent;
-#endif
-  // Signals are blocked across fork (see startRank). gyrerun's handlers would write into
-  // its self-pipe, which this process still shares until exec, so drop them before
-  // unblocking; exec keeps ignored signals and the mask, so give the program the
-  // defaults a shell would (SIGPIPE is ignored in gyrerun).
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  for (int signo : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGPIPE}) ::sigaction(signo, &dfl, nullptr);
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  dieWithParent(parent);
+  resetSignalsForExec();  // signals were blocked across fork (tools/gyrerun/forked_child.h)
 
   ::execvpe(argv[0], argv, envp);
   int err = errno;
