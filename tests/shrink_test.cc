@@ -1,13 +1,16 @@
 // Revoke and shrink (ring/communicator.h) with real processes: 8 ranks run a stream of
 // checked all-reduces, one of them is SIGKILLed (rank 0, a middle rank, a host's leader,
 // or one at random) or SIGSTOPped, and the survivors shrink and go on with exact results.
-// The bootstrap store is served by the test process, as gyrerun or torchrun's agent
-// serves it, so that rank 0's death does not take it away.
+// The bootstrap store is served by a process of its own (TestStore), as gyrerun serves
+// it, so that rank 0's death does not take it away.
 //
 // Each survivor logs when its first all-reduce on the shrunk communicator completed
 // (CLOCK_MONOTONIC, comparable across processes); "[shrink]" lines give the time from
 // the kill to the last survivor's first completion, for the closing note.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -138,16 +141,68 @@ SurvivorReport reportOf(const Outcome& o) {
   return r;
 }
 
-// A store the test process serves on loopback, as gyrerun's gyre-store serves one, with a
-// secret of its own.
-struct TestStore {
-  explicit TestStore(const char* name)
+// The job's store, served by a process of its own that the test forks (as gyrerun runs
+// gyre-store), with a secret of its own: it outlives every rank, and the test process
+// holds no thread when it forks the ranks (ThreadSanitizer does not allow a fork from a
+// multi-threaded process). `net`: serve inside host a of these namespaces. client() is
+// the test's own connection (made in a thread that entered the namespace, so its socket
+// lives there; the thread is gone before the next fork).
+class TestStore {
+ public:
+  explicit TestStore(const std::string& name, const testing::NamespaceHosts* net = nullptr)
       : token(fmt::format("{}{}", name, ::getpid())),
-        server(TcpStore::serve("127.0.0.1", 0, 30s, token)),
-        port(server->port()) {}
-  std::string token;
-  std::shared_ptr<TcpStore> server;
-  uint16_t port;
+        host(net ? net->address(true) : "127.0.0.1") {
+    int fds[2], control[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0 || ::pipe2(control, O_CLOEXEC) != 0) failSystem(errno, "pipe2");
+    pid_ = ::fork();
+    if (pid_ < 0) failSystem(errno, "fork");
+    if (pid_ == 0) {
+      ::close(fds[0]);
+      ::close(control[1]);
+      uint16_t bound = 0;
+      try {
+        if (net) net->enter(true);
+        auto server = TcpStore::serve(host, 0, 30s, token);
+        bound = server->port();
+        (void)!::write(fds[1], &bound, sizeof(bound));
+        char byte;
+        while (::read(control[0], &byte, 1) < 0 && errno == EINTR) {
+        }  // EOF: the test is done with it (or died)
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "test store: %s\n", e.what());
+        (void)!::write(fds[1], &bound, sizeof(bound));
+      }
+      ::_exit(0);
+    }
+    ::close(fds[1]);
+    ::close(control[0]);
+    control_ = control[1];
+    if (::read(fds[0], &port, sizeof(port)) != sizeof(port)) port = 0;
+    ::close(fds[0]);
+    if (port == 0) fail(ErrorCode::kInternal, "the test store did not start");
+    std::thread([&] {
+      if (net) net->enter(true);
+      client_ = TcpStore::connect(host, port, 30s, token);
+    }).join();
+  }
+  ~TestStore() {
+    client_.reset();
+    ::close(control_);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  TestStore(const TestStore&) = delete;
+  TestStore& operator=(const TestStore&) = delete;
+
+  TcpStore& client() const { return *client_; }
+
+  const std::string token;
+  const std::string host;
+  uint16_t port = 0;
+
+ private:
+  pid_t pid_ = -1;
+  int control_ = -1;
+  std::shared_ptr<TcpStore> client_;
 };
 
 // Rank `rank` of `size` on the store the test process serves at `port` on loopback (the
@@ -166,24 +221,13 @@ void waitCount(TcpStore& store, const char* key, int count) {
 }
 
 // Where the ranks run: on loopback, or in two network namespaces (ranks on host a when
-// inA(rank)) with the store served in host a by the test process (a thread that entered
-// the namespace: its sockets stay there), as gyrerun serves it on node 0.
+// inA(rank)) with the store served in host a, as gyrerun serves it on node 0.
 struct Layout {
   const testing::NamespaceHosts* net = nullptr;
   std::function<bool(int rank)> inA;
   std::function<void(int rank, Options&)> adjust;  // loopback: fake hosts, say
   std::string host() const { return net ? net->address(true) : "127.0.0.1"; }
 };
-
-std::shared_ptr<TcpStore> serveStore(const Layout& layout, const std::string& token) {
-  if (!layout.net) return TcpStore::serve("127.0.0.1", 0, 30s, token);
-  std::shared_ptr<TcpStore> server;
-  std::thread([&] {
-    layout.net->enter(true);
-    server = TcpStore::serve(layout.host(), 0, 30s, token);
-  }).join();
-  return server;
-}
 
 // Kills `victim` (SIGKILL, SIGSTOP: a hung rank, or 0: cuts host a's link, the victim
 // being alone on host b) `delay` after every rank is ready; checks that every other rank
@@ -192,9 +236,9 @@ std::shared_ptr<TcpStore> serveStore(const Layout& layout, const std::string& to
 double killAndShrink(int victim, int sig, std::chrono::milliseconds delay,
                      const Layout& layout = {}, bool abortFirst = false) {
   static int cases = 0;
-  const std::string token = fmt::format("shrink{}_{}", ::getpid(), ++cases);
-  auto server = serveStore(layout, token);
-  const uint16_t port = server->port();
+  const TestStore ts(fmt::format("shrink{}_", ++cases), layout.net);
+  const std::string& token = ts.token;
+  const uint16_t port = ts.port;
   const std::string host = layout.host();
   ProcessRanks group(kRanks);
   group.start([&](int c) {
@@ -203,7 +247,7 @@ double killAndShrink(int victim, int sig, std::chrono::milliseconds delay,
     if (layout.adjust) layout.adjust(c, o);
     survivor(c, host, port, o, abortFirst);
   });
-  waitCount(*server, "ready", kRanks);
+  waitCount(ts.client(), "ready", kRanks);
   std::this_thread::sleep_for(delay);
   const Clock::time_point killedAt = Clock::now();
   if (sig == 0) {
@@ -214,7 +258,7 @@ double killAndShrink(int victim, int sig, std::chrono::milliseconds delay,
   if (sig != SIGKILL) {
     // A stopped or cut-off rank would hold join() to its deadline: end it once the
     // others are done.
-    waitCount(*server, "shrunk", kRanks - 1);
+    waitCount(ts.client(), "shrunk", kRanks - 1);
     ::kill(group.pid(victim), SIGKILL);
   }
   auto outs = group.join(40);
@@ -336,12 +380,12 @@ TEST_F(NetnsShrink, FiftyRandomKills) {
 TEST(Grow, AReplacementJoinsAndTheCommunicatorIsBackToEight) {
   std::vector<double> ms;
   for (int run = 0; run < 5; ++run) {
-    const std::string token = fmt::format("grow{}_{}", ::getpid(), run);
-    auto server = TcpStore::serve("127.0.0.1", 0, 30s, token);
-    const uint16_t port = server->port();
+    const TestStore ts(fmt::format("grow{}_", run));
+    const std::string& token = ts.token;
+    const uint16_t port = ts.port;
     ProcessRanks group(kRanks);
     group.start([&](int c) { survivor(c, "127.0.0.1", port, shrinkOptions(token), false, true); });
-    waitCount(*server, "ready", kRanks);
+    waitCount(ts.client(), "ready", kRanks);
     std::this_thread::sleep_for(30ms);
     ::kill(group.pid(5), SIGKILL);
     ProcessRanks replacement(1);
