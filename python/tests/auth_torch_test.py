@@ -142,7 +142,10 @@ def run(mode, prefixes=()):
         decoy.listen(8)
         decoy.settimeout(0.1)
         addr = "127.0.0.1:%d" % decoy.getsockname()[1]
-        claim = "1\n%d\n1\n0\nforged/host\nforged\n%s\nforged:1:1\n-\nGYRE_ALGO=auto\n" % (WORLD, addr)
+        # The fields of ring/join.h's Claim::encode, one a line (the last two: no RDMA
+        # device, and why not).
+        claim = ("1\n%d\n1\n0\nforged/host\nforged\n%s\nforged:1:1\n-\nGYRE_ALGO=auto\n\n\n"
+                 % (WORLD, addr))
         for prefix in prefixes:
             master.add(prefix + "gyre/comm0/join/arrived", 1)
             master.set(prefix + FIRST_CLAIM, claim)
