@@ -45,10 +45,6 @@ const char* errorCauseName(ErrorCause cause) {
 Error::Error(ErrorCode code, const std::string& message, ErrorCause cause)
     : std::runtime_error(message), code_(code), cause_(cause) {}
 
-void reframe(const Error& e, const std::string& message) {
-  throw Error(e.code(), message, e.cause());
-}
-
 void failSystem(int err, const std::string& what) {
   throw Error(ErrorCode::kSystemError, fmt::format("{}: {}", what, std::strerror(err)));
 }

@@ -68,9 +68,6 @@ template <typename... Args>
   throw Error(code, fmt::format(f, std::forward<Args>(args)...), cause);
 }
 
-// Throws `e`'s code and cause with a new message (a reframing that adds context).
-[[noreturn]] GYRE_API void reframe(const Error& e, const std::string& message);
-
 // Throws kSystemError with `what` and strerror(err) appended.
 [[noreturn]] GYRE_API void failSystem(int err, const std::string& what);
 

@@ -63,12 +63,8 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store, int rank, int size,
     }
     // With a secret, what this communicator publishes is signed and what it reads must
     // be (ring/signed_store.h): the store may be open to anyone (torch's).
-    std::shared_ptr<Store> comm = std::make_shared<PrefixStore>(prefix_, store_);
-    if (!options_.token.empty()) {
-      comm = std::make_shared<SignedStore>(comm, options_.token, describeStore(*store_));
-    } else if (rank_ == 0) {
-      noteOpenJob(describeStore(*store_));
-    }
+    std::shared_ptr<Store> comm = prefixedStore(store_, prefix_, options_.token);
+    if (options_.token.empty() && rank_ == 0) noteOpenJob(describeStore(*store_));
     comm->setTimeout(options_.timeout);
     // Rank 0's random job token (public: never the secret) is there before rank 0
     // checks in; without a secret the others read it for their names (ring/bootstrap).
@@ -130,15 +126,10 @@ void Communicator::Impl::finishCreation(Join& join) {
     log(LogLevel::kInfo, rank_, "GYRE_ALGO=hier: {}, running the flat ring instead",
         topology_.whyFlat());
   }
-  {
-    std::shared_ptr<Store> probeStore = std::make_shared<PrefixStore>(prefix_, store_);
-    if (!options_.token.empty()) {
-      probeStore = std::make_shared<SignedStore>(probeStore, options_.token, describeStore(*store_));
-    }
-    cost_ = calibrateHostLinks(*probeStore, ring_, peerPipes_, topology_, rank_, options_,
-                               pipes_.allShm, options_.transport != TransportKind::kTcp,
-                               [&] { join.checkAlarms(); });
-  }
+  cost_ = calibrateHostLinks(*prefixedStore(store_, prefix_, options_.token), ring_, peerPipes_,
+                             topology_, rank_, options_, pipes_.allShm,
+                             options_.transport != TransportKind::kTcp,
+                             [&] { join.checkAlarms(); });
   join.arrive("done");
   join.waitAll("done", "finishing creation");
   join.arrive("left");
@@ -221,9 +212,8 @@ void Communicator::Impl::runSendRecv(CollectiveCall send, int sendPeer, const vo
 void Communicator::Impl::failAborted(CollectiveCall call, uint32_t seq) {
   call.seq = seq;
   std::lock_guard<std::mutex> lock(abortMu_);
-  failWith(ErrorCode::kAborted, revoked_.load() ? ErrorCause::kRevoked : ErrorCause::kUnspecified,
-           "rank {}: {} called on an {} communicator{}", rank_, describe(call),
-           revoked_.load() ? "revoked" : "aborted",
+  failWith(ErrorCode::kAborted, abortCause(), "rank {}: {} called on an {} communicator{}", rank_,
+           describe(call), revoked_.load() ? "revoked" : "aborted",
            firstError_.empty() ? "" : " (after: " + firstError_ + ")");
 }
 
@@ -291,8 +281,7 @@ void Communicator::Impl::failCollective(const CollectiveCall& call, const Error&
       log(LogLevel::kWarn, rank_, "{}", dumpError.what());
     }
   }
-  throw Error(failure.code, message,
-              revoked_.load() ? ErrorCause::kRevoked : ErrorCause::kUnspecified);
+  throw Error(failure.code, message, abortCause());
 }
 
 void Communicator::Impl::abortAll(const PeerStatus& notice, const std::string& message) {

@@ -137,6 +137,10 @@ class Communicator::Impl {
   void execute(const CollectiveCall& call, uint64_t record, Body&& body);
   void runSingle(const CollectiveCall& call, const void* sendbuf, void* recvbuf);
   [[noreturn]] void failAborted(CollectiveCall call, uint32_t seq);
+  // The cause an operation's failure carries: kRevoked once revoke() was called.
+  ErrorCause abortCause() const {
+    return revoked_.load() ? ErrorCause::kRevoked : ErrorCause::kUnspecified;
+  }
   // Names the failure, aborts (telling the neighbours) and throws the named error.
   [[noreturn]] void failCollective(const CollectiveCall& call, const Error& e);
   // Aborts: every later call fails, and every neighbour learns why (its pending waits

@@ -25,11 +25,9 @@ std::unique_ptr<Communicator::Impl> Communicator::Impl::split(int color, int key
          firstError_.empty() ? "" : " (after: " + firstError_ + ")");
   }
   const int n = splits_++;
-  std::shared_ptr<Store> split = std::make_shared<PrefixStore>(fmt::format("{}/split{}", prefix_, n), store_);
   // Signed with a secret, as creation's entries are: a forged color would regroup ranks.
-  if (!options_.token.empty()) {
-    split = std::make_shared<SignedStore>(split, options_.token, describeStore(*store_));
-  }
+  std::shared_ptr<Store> split =
+      prefixedStore(store_, fmt::format("{}/split{}", prefix_, n), options_.token);
   Store& store = *split;
   store.setTimeout(options_.timeout);
   store.setString(fmt::format("{}", rank_), fmt::format("{} {}", color, key));
@@ -97,10 +95,7 @@ std::unique_ptr<Communicator::Impl> Communicator::Impl::shrink(const std::vector
   if (abortFirst) abortFromUser(true);
   const int n = shrinks_++;
   const std::string base = fmt::format("{}/shrink{}", prefix_, n);
-  std::shared_ptr<Store> agreed = std::make_shared<PrefixStore>(base, store_);
-  if (!options_.token.empty()) {
-    agreed = std::make_shared<SignedStore>(agreed, options_.token, describeStore(*store_));
-  }
+  std::shared_ptr<Store> agreed = prefixedStore(store_, base, options_.token);
   agreed->setTimeout(std::min(options_.timeout, options_.joinTimeout));
   const std::string mine = rankRanges(excluded);
   const int64_t seq = agreed->add("proposals", 1);
@@ -111,7 +106,7 @@ std::unique_ptr<Communicator::Impl> Communicator::Impl::shrink(const std::vector
   const std::string proposer = first.substr(0, space);
   const std::string decided = space == std::string::npos ? "" : first.substr(space + 1);
   if (decided != mine) {
-    failWith(ErrorCode::kMismatch, ErrorCause::kUnspecified,
+    fail(ErrorCode::kMismatch,
              "rank {}: shrink {}: the survivors disagree on who is excluded: this rank excludes "
              "{}, rank {} (the first to propose, whose set is the decision) excludes {}. This "
              "rank does not join the shrunk communicator; survivors must pass the same ranks "
@@ -150,8 +145,7 @@ std::unique_ptr<Communicator::Impl> Communicator::Impl::shrink(const std::vector
 namespace {
 
 std::shared_ptr<Store> growStore(const std::shared_ptr<Store>& store, const Options& options) {
-  std::shared_ptr<Store> s = std::make_shared<PrefixStore>("gyre/grow", store);
-  if (!options.token.empty()) s = std::make_shared<SignedStore>(s, options.token, describeStore(*store));
+  std::shared_ptr<Store> s = prefixedStore(store, "gyre/grow", options.token);
   s->setTimeout(std::min(options.timeout, options.joinTimeout));
   return s;
 }

@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "base/secret.h"
+#include "ring/join.h"  // describeStore
 
 namespace gyre {
 
@@ -37,6 +38,13 @@ std::vector<uint8_t> SignedStore::get(const std::string& key) {
   }
   value.resize(n);
   return value;
+}
+
+std::shared_ptr<Store> prefixedStore(std::shared_ptr<Store> store, const std::string& prefix,
+                                     const std::string& secret) {
+  std::shared_ptr<Store> scoped = std::make_shared<PrefixStore>(prefix, store);
+  if (secret.empty()) return scoped;
+  return std::make_shared<SignedStore>(std::move(scoped), secret, describeStore(*store));
 }
 
 }  // namespace gyre

@@ -46,4 +46,9 @@ class SignedStore : public Store {
   const std::string name_;  // the store, for messages
 };
 
+// The keys under `prefix` in `store`, signed with `secret` when there is one: what a
+// communicator publishes and reads (creation, the link probe, split, shrink, grow).
+std::shared_ptr<Store> prefixedStore(std::shared_ptr<Store> store, const std::string& prefix,
+                                     const std::string& secret);
+
 }  // namespace gyre
