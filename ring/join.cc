@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -40,17 +41,25 @@ std::map<std::string, std::string> settingsMap(const std::string& text) {
   return out;
 }
 
-// The settings that differ, as "GYRE_ALGO (ring here, tree there)".
-std::string settingsDiff(const std::string& mine, const std::string& theirs) {
+// The settings that differ, each value with its setting and rank, as
+// "GYRE_ALGO=ring on rank 0, GYRE_ALGO=tree on rank 2": whichever rank reports the
+// difference, both values are named in full.
+std::string settingsDiff(int myRank, const std::string& mine, int theirRank,
+                         const std::string& theirs) {
   auto a = settingsMap(mine);
   auto b = settingsMap(theirs);
+  auto value = [](const std::map<std::string, std::string>& m, const std::string& name) {
+    auto it = m.find(name);
+    return it == m.end() ? name + " unset" : name + "=" + it->second;
+  };
+  std::set<std::string> names;
+  for (const auto& kv : a) names.insert(kv.first);
+  for (const auto& kv : b) names.insert(kv.first);
   std::string out;
-  for (const auto& [name, value] : a) {
-    std::string other = b.count(name) ? b[name] : "(unset)";
-    if (other != value) out += fmt::format("{}{}={} here, {} there", out.empty() ? "" : "; ", name, value, other);
-  }
-  for (const auto& [name, value] : b) {
-    if (!a.count(name)) out += fmt::format("{}{} unknown here, {} there", out.empty() ? "" : "; ", name, value);
+  for (const std::string& name : names) {
+    if (a.count(name) && b.count(name) && a[name] == b[name]) continue;
+    out += fmt::format("{}{} on rank {}, {} on rank {}", out.empty() ? "" : "; ", value(a, name),
+                       myRank, value(b, name), theirRank);
   }
   return out;
 }
@@ -256,7 +265,7 @@ void Join::absorb(const Claim& mine) {
       fail(ErrorCode::kInvalidArgument,
            "rank {}: the ranks disagree on settings that must match: rank {} ({}) vs rank {} "
            "({}): {}. Give every rank the same environment",
-           rank_, mine.rank, mine.where(), c.rank, c.where(), settingsDiff(mine.settings, c.settings));
+           rank_, mine.rank, mine.where(), c.rank, c.where(), settingsDiff(mine.rank, mine.settings, c.rank, c.settings));
     }
     if (c.token != mine.token) {
       // Fingerprints (keyed hashes), never the secrets, are compared and named here.
