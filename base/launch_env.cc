@@ -257,6 +257,9 @@ LaunchEnv resolveLaunchEnv(const EnvLookup& lookup) {
     fail(ErrorCode::kInvalidArgument, "{} says local rank {} of {} local ranks", r.launcher(),
          e.localRank, e.localSize);
   }
+  Reader gyrerun(lookup, "gyrerun --elastic");
+  e.elastic = gyrerun.integer("GYRE_ELASTIC", 0, 1).value_or(0) == 1;
+  e.newcomer = gyrerun.integer("GYRE_ELASTIC_NEWCOMER", 0, 1).value_or(0) == 1;
   return e;
 }
 

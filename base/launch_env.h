@@ -48,6 +48,12 @@ struct LaunchEnv {
   std::string masterPortFrom = "default";  // a variable, or how it was derived
   // With kNone: why launcher variables that are present were not taken ("" if none).
   std::string note;
+  // gyrerun --elastic (docs/launchers.md): GYRE_ELASTIC=1 on every rank of the job, and
+  // GYRE_ELASTIC_NEWCOMER=1 on a rank gyrerun restarted after it failed, which joins the
+  // running ranks' next grow instead of a creation (Communicator::fromEnvironment; its
+  // rank comes from that grow, not from RANK). 0 or unset: false; another value throws.
+  bool elastic = false;
+  bool newcomer = false;
 
   // "Open MPI rank 1 of 4 (local 1 of 2), rank 0's store at 10.0.0.1:12345
   // (address from OMPI_MCA_orte_hnp_uri, port from the Open MPI job id)".

@@ -91,6 +91,20 @@ std::unique_ptr<Communicator> Communicator::fromEnvironment(const Options& optio
          "MASTER_ADDR=<rank 0's host> to every rank (mpirun -x MASTER_ADDR=...)",
          host);
   }
+  if (launch.newcomer) {
+    // gyrerun --elastic restarted this rank: the running ranks shrank without it and
+    // take it back in by their next grow, through the store gyrerun serves.
+    if (storeLocationFromProcess(host, port).server != StoreServer::kAgent) {
+      fail(ErrorCode::kInvalidArgument,
+           "rank {}: GYRE_ELASTIC_NEWCOMER=1 (a rank restarted by gyrerun --elastic) needs "
+           "the store gyrerun serves (GYRE_AGENT_STORE), which is unset: a store served by "
+           "rank 0's process is gone with it. Run gyrerun --elastic without --no-agent-store",
+           rank);
+    }
+    log(LogLevel::kInfo, rank, "restarted by gyrerun --elastic: joining the running ranks' next grow");
+    std::shared_ptr<Store> store = joinStore(host, static_cast<uint16_t>(port), rank, options);
+    return joinGrow(std::move(store), options, host);
+  }
   std::shared_ptr<Store> store = joinStore(host, static_cast<uint16_t>(port), rank, options);
   return create(std::move(store), rank, size, options, host);
 }

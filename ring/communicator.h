@@ -55,7 +55,9 @@ enum class CollectiveKind : uint8_t;
 class GYRE_API Communicator {
  public:
   // Reads RANK, WORLD_SIZE, MASTER_ADDR (default 127.0.0.1) and MASTER_PORT (default
-  // 29500); rank 0 serves the bootstrap store there.
+  // 29500); rank 0 serves the bootstrap store there. A rank that gyrerun --elastic
+  // restarted (GYRE_ELASTIC_NEWCOMER=1) instead joins the running ranks' next grow
+  // (joinGrow() on gyrerun's store): its rank is the grow's, size() the grown world's.
   static std::unique_ptr<Communicator> fromEnvironment();
   static std::unique_ptr<Communicator> fromEnvironment(const Options& options);
   // Options::fromEnvironment() for a program that adjusts the options before

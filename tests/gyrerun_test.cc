@@ -272,6 +272,57 @@ TEST_F(GyrerunTest, BindCorePinsEachLocalRankToOneCpu) {
   }
 }
 
+// --elastic: the failed rank is restarted alone with GYRE_ELASTIC_NEWCOMER=1 and the
+// others keep running (they see GYRE_ELASTIC=1 and no newcomer flag); the job ends 0
+// when every rank's last process did.
+TEST_F(GyrerunTest, ElasticRestartsOnlyTheFailedRankAsANewcomer) {
+  RunResult r = runGyrerun(
+      "--elastic --max-restarts 1 -n 3 sh -c '"
+      "if [ \"$GYRE_ELASTIC_NEWCOMER\" = 1 ]; then echo newcomer $RANK elastic=$GYRE_ELASTIC; exit 0; fi; "
+      "if [ $RANK = 1 ]; then exit 3; fi; sleep 1; echo survivor $RANK pid $$ elastic=$GYRE_ELASTIC'");
+  EXPECT_EQ(r.exitCode, 0) << r.err;
+  std::multiset<std::string> out = lineSet(r.out);
+  EXPECT_EQ(out.count("newcomer 1 elastic=1"), 1u) << r.out;
+  size_t survivors = 0;
+  for (const std::string& line : out) survivors += line.rfind("survivor ", 0) == 0;
+  EXPECT_EQ(survivors, 2u) << r.out;  // started once each: never restarted
+  EXPECT_TRUE(contains(r.err, "rank 1 (local rank 1, pid ")) << r.err;
+  EXPECT_TRUE(contains(r.err, "exit code 3; the others go on without it, and it restarts as a "
+                              "newcomer they grow back in (restart 1 of at most 1 on this node)"))
+      << r.err;
+  EXPECT_FALSE(contains(r.err, "SIGTERM")) << r.err;
+}
+
+// Past --max-restarts the failed rank stays down, the others still finish, and the
+// status says the job lost a rank.
+TEST_F(GyrerunTest, ElasticPastMaxRestartsLeavesTheRankDownAndExitsOne) {
+  RunResult r = runGyrerun(
+      "--elastic --max-restarts 1 -n 2 sh -c '"
+      "if [ $RANK = 1 ]; then exit 4; fi; sleep 1; echo survivor $RANK'");
+  EXPECT_EQ(r.exitCode, 1) << r.err;
+  EXPECT_EQ(lineSet(r.out).count("survivor 0"), 1u) << r.out;
+  EXPECT_TRUE(contains(r.err, "(restart 1 of at most 1 on this node)")) << r.err;
+  EXPECT_TRUE(contains(r.err, "exit code 4; not restarted (--max-restarts 1 used on this node): "
+                              "the others go on without it"))
+      << r.err;
+  // A nested job does not inherit the outer job's elastic flags.
+  RunResult nested = runGyrerun(
+      "-n 1 sh -c 'echo flags=${GYRE_ELASTIC:-none}/${GYRE_ELASTIC_NEWCOMER:-none}'",
+      30);
+  EXPECT_EQ(nested.out, "flags=none/none\n");
+  RunResult inherited = runShell("GYRE_ELASTIC=1 GYRE_ELASTIC_NEWCOMER=1 timeout 30 " +
+                                 gyrerunPath() +
+                                 " -n 1 sh -c 'echo flags=${GYRE_ELASTIC:-none}/"
+                                 "${GYRE_ELASTIC_NEWCOMER:-none}'");
+  EXPECT_EQ(inherited.out, "flags=none/none\n") << inherited.err;
+}
+
+TEST_F(GyrerunTest, ElasticNeedsTheAgentStore) {
+  RunResult r = runGyrerun("--elastic --no-agent-store -n 2 true");
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_TRUE(contains(r.err, "--elastic needs gyrerun's store")) << r.err;
+}
+
 TEST_F(GyrerunTest, RejectsBadCommandLines) {
   for (const char* args : {"", "--nproc-per-node 0 true", "-n 2", "--bogus 1 -n 1 true",
                            "--nnodes 2 --node-rank 2 -n 1 true", "-n 1 --grace -1 true",

@@ -92,6 +92,26 @@ TEST(LaunchEnv, Torchrun) {
   EXPECT_EQ(e.masterAddrFrom, "MASTER_ADDR");
 }
 
+// gyrerun --elastic's two flags: off unless 1, and a value other than 0 or 1 names itself.
+TEST(LaunchEnv, ElasticFlagsFromGyrerun) {
+  const Vars base = {{"RANK", "1"}, {"WORLD_SIZE", "4"}};
+  LaunchEnv plain = resolve(base);
+  EXPECT_FALSE(plain.elastic);
+  EXPECT_FALSE(plain.newcomer);
+  Vars restarted = base;
+  restarted["GYRE_ELASTIC"] = "1";
+  restarted["GYRE_ELASTIC_NEWCOMER"] = "1";
+  LaunchEnv e = resolve(restarted);
+  EXPECT_TRUE(e.elastic);
+  EXPECT_TRUE(e.newcomer);
+  restarted["GYRE_ELASTIC_NEWCOMER"] = "0";
+  EXPECT_FALSE(resolve(restarted).newcomer);
+  restarted["GYRE_ELASTIC_NEWCOMER"] = "yes";
+  const std::string what = errorOf(restarted);
+  EXPECT_NE(what.find("GYRE_ELASTIC_NEWCOMER='yes'"), std::string::npos) << what;
+  EXPECT_NE(what.find("gyrerun --elastic"), std::string::npos) << what;
+}
+
 TEST(LaunchEnv, TorchrunWinsOverMpiAndSlurm) {
   LaunchEnv e = resolve({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "0"},
                          {"OMPI_COMM_WORLD_SIZE", "1"}, {"SLURM_PROCID", "3"},

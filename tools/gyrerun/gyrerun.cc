@@ -168,7 +168,8 @@ int main(int argc, char** argv) {
     std::fflush(nullptr);
     RankSupervisor supervisor(options, env, signalFd, store.get());
     const int status = supervisor.run();
-    if (status != 1 || env.restartCount >= options.maxRestarts) return status;
+    // --elastic spends --max-restarts on single ranks (the supervisor), never the group.
+    if (status != 1 || options.elastic || env.restartCount >= options.maxRestarts) return status;
     if (store && !store->running()) {
       reportLine("not restarting the local group: the job's store is gone");
       return status;

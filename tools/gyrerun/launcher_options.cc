@@ -50,6 +50,10 @@ options (--opt VALUE or --opt=VALUE; `-` or `_` inside names):
   --rdzv-id ID            TORCHELASTIC_RUN_ID (default none)
   --max-restarts K        after a rank fails, restart the whole local group up to K times
                           (TORCHELASTIC_RESTART_COUNT counts them; default 0)
+  --elastic               a failed rank does not stop the others: they go on without it
+                          (shrink) and gyrerun restarts it alone, up to --max-restarts
+                          times on this node, as a newcomer they take back in (grow); the
+                          program must do both (gyre-train does; docs/elastic.md)
   --monitor-interval S    accepted (gyrerun sees rank exits at once)
   --role NAME             ROLE_NAME (default "default")
   --no-python             run the program as is, even a .py (default: python3 -u X.py)
@@ -245,6 +249,7 @@ ParseResult parseLaunchOptions(int argc, const char* const* argv) {
                    : name == "module"       ? &o.module
                    : name == "torch-launch" ? &o.torchLaunch
                    : name == "use-env"      ? &o.useEnv
+                   : name == "elastic"      ? &o.elastic
                                             : nullptr;
       if (flag != nullptr) {
         *flag = true;
@@ -292,6 +297,10 @@ ParseResult parseLaunchOptions(int argc, const char* const* argv) {
     result.error = "no program given";
   } else if (o.noPython && o.module) {
     result.error = "--no-python and --module exclude each other";
+  } else if (o.elastic && !o.agentStore) {
+    result.error =
+        "--elastic needs gyrerun's store (without --no-agent-store): a store served by rank "
+        "0's process would be gone with it, and the survivors meet the restarted rank there";
   } else if (!o.agentStore && o.storePort > 0) {
     result.error = "--store-port and --no-agent-store exclude each other";
   } else if (o.rdzvBackend == "c10d" && o.nnodes > 1 && !o.nodeRankGiven) {

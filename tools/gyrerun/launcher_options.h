@@ -49,6 +49,10 @@ struct LaunchOptions {
   // (TORCHELASTIC_RUN_ID), --role (ROLE_NAME), --no-python, -m/--module.
   bool standalone = false;
   int maxRestarts = 0;
+  // --elastic: a failed rank does not stop the others; it is restarted alone (up to
+  // --max-restarts times on this node) as a newcomer the survivors grow back in
+  // (GYRE_ELASTIC=1 on every rank, GYRE_ELASTIC_NEWCOMER=1 on a restarted one).
+  bool elastic = false;
   double monitorInterval = 0.1;
   std::string rdzvBackend = "static";
   std::string rdzvId = "none";

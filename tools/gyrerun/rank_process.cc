@@ -45,14 +45,19 @@ std::vector<std::string> rankVariables(const LaunchOptions& o, const RankEnviron
   };
 }
 
-// Inherited variables dropped even when gyrerun sets no value for them.
-bool droppedFromParent(const std::string& name) { return name == "GYRE_AGENT_STORE"; }
+// Inherited variables dropped even when gyrerun sets no value for them: they belong to
+// the job that started this gyrerun, not to its ranks.
+bool droppedFromParent(const std::string& name) {
+  return name == "GYRE_AGENT_STORE" || name == "GYRE_ELASTIC" || name == "GYRE_ELASTIC_NEWCOMER";
+}
 
 std::vector<std::string> childEnvironment(const LaunchOptions& o, const RankEnvironment& env,
-                                          int localRank) {
+                                          int localRank, bool newcomer) {
   std::vector<std::string> vars = rankVariables(o, env, localRank);
   if (!env.secret.empty()) vars.push_back("GYRE_TOKEN=" + env.secret);
   if (!env.agentStore.empty()) vars.push_back("GYRE_AGENT_STORE=" + env.agentStore);
+  if (o.elastic) vars.push_back("GYRE_ELASTIC=1");
+  if (newcomer) vars.push_back("GYRE_ELASTIC_NEWCOMER=1");
   std::vector<std::string> result;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string entry = *e;
@@ -117,9 +122,9 @@ bool coreFor(int localRank, cpu_set_t& out, std::string& error) {
 
 std::unique_ptr<RankProcess> startRank(const LaunchOptions& options, const RankEnvironment& env,
                                        int localRank, OutputSink* out, OutputSink* err,
-                                       std::string& error) {
+                                       std::string& error, bool newcomer) {
   std::vector<std::string> args = rankCommand(options, localRank);
-  std::vector<std::string> vars = childEnvironment(options, env, localRank);
+  std::vector<std::string> vars = childEnvironment(options, env, localRank, newcomer);
   std::vector<char*> argv = pointers(args);
   std::vector<char*> envp = pointers(vars);
 

@@ -55,10 +55,12 @@ struct RankEnvironment {
 
 // Starts local rank `localRank`, relaying its output to `out` and `err` (which must
 // outlive the RankProcess). Returns nullptr and sets `error` if a pipe or the fork fails
-// (nothing is left running then).
+// (nothing is left running then). With --elastic every rank gets GYRE_ELASTIC=1, and a
+// `newcomer` (a rank restarted alone after it failed) GYRE_ELASTIC_NEWCOMER=1 as well;
+// inherited values of both are dropped otherwise.
 std::unique_ptr<RankProcess> startRank(const LaunchOptions& options, const RankEnvironment& env,
                                        int localRank, OutputSink* out, OutputSink* err,
-                                       std::string& error);
+                                       std::string& error, bool newcomer = false);
 
 // "exit code 3", "signal SIGKILL (9)", "signal SIGSEGV (11), core dumped".
 std::string describeWaitStatus(int waitStatus);

@@ -118,6 +118,7 @@ void RankSupervisor::pollOnce() {
   // against a SIGCHLD whose byte the full self-pipe dropped.
   handleSignals();
   reapExited();
+  restartQueued();
   watchStore();
   if (hasDeadline_ && Clock::now() >= deadline_) onDeadline();
 }
@@ -184,6 +185,10 @@ void RankSupervisor::onRankExit(RankProcess& rank) {
   std::string how = describeWaitStatus(rank.waitStatus);
   switch (phase_) {
     case Phase::kRunning: {
+      if (options_.elastic) {
+        onElasticFailure(rank, who, how);
+        return;
+      }
       reportLine(who + " failed: " + how);
       failJob(1);
       size_t others = runningCount();
@@ -203,6 +208,41 @@ void RankSupervisor::onRankExit(RankProcess& rank) {
     case Phase::kKilled:
       reportLine(who + " stopped: " + how);
       return;
+  }
+}
+
+void RankSupervisor::onElasticFailure(const RankProcess& rank, const std::string& who,
+                                      const std::string& how) {
+  if (elasticRestarts_ < options_.maxRestarts) {
+    ++elasticRestarts_;
+    reportLine(who + " failed: " + how + "; the others go on without it, and it restarts as a "
+               "newcomer they grow back in (restart " + std::to_string(elasticRestarts_) +
+               " of at most " + std::to_string(options_.maxRestarts) + " on this node)");
+    restartQueue_.push_back(rank.localRank);
+    return;
+  }
+  reportLine(who + " failed: " + how + "; not restarted (--max-restarts " +
+             std::to_string(options_.maxRestarts) +
+             " used on this node): the others go on without it");
+  failJob(1);
+}
+
+void RankSupervisor::restartQueued() {
+  std::vector<int> queue;
+  queue.swap(restartQueue_);
+  for (int local : queue) {
+    if (phase_ != Phase::kRunning) return;  // a signal to gyrerun ends the job instead
+    std::string error;
+    std::unique_ptr<RankProcess> rank =
+        startRank(options_, env_, local, &stdout_, &stderr_, error, /*newcomer=*/true);
+    if (!rank) {
+      reportLine("cannot restart rank " + std::to_string(options_.globalRank(local)) + ": " +
+                 error + "; the others go on without it");
+      failJob(1);
+      continue;
+    }
+    // The failed process's entry stays (its relays may still drain); the new one is added.
+    ranks_.push_back(std::move(rank));
   }
 }
 

@@ -11,6 +11,12 @@
 //     "...: signal SIGKILL (9)"); the other ranks get `graceSeconds` to report their own
 //     errors (a peer's death usually makes them fail too), then SIGTERM, and 1 s later
 //     SIGKILL;
+//   * with --elastic (options.elastic) a rank that fails does not stop the others: it
+//     is started again alone, as a newcomer (GYRE_ELASTIC_NEWCOMER=1), up to
+//     --max-restarts times on this node ("gyrerun: rank R ... failed: ...; the others go
+//     on without it, and it restarts as a newcomer ..."); past that it stays down and
+//     the status is 1 when the run ends. The survivors shrink and grow by themselves
+//     (the communicator's, not gyrerun's, doing);
 //   * gyrerun got SIGINT/SIGTERM/SIGHUP            -> 128 + signal. The signal is
 //     forwarded to every running rank, which then has `graceSeconds` + 1 s before SIGKILL;
 //     a second such signal sends SIGKILL at once.
@@ -56,6 +62,8 @@ class RankSupervisor {
   void reapExited();
   void watchStore();
   void onRankExit(RankProcess& rank);
+  void onElasticFailure(const RankProcess& rank, const std::string& who, const std::string& how);
+  void restartQueued();
   void onDeadline();
   void failJob(int exitStatus);
   void signalRunning(int signo);
@@ -77,6 +85,8 @@ class RankSupervisor {
   bool draining_ = false;  // all ranks reaped; pipes kept open by grandchildren
   Clock::time_point drainDeadline_;
   int exitStatus_ = 0;
+  int elasticRestarts_ = 0;       // --elastic restarts made on this node
+  std::vector<int> restartQueue_;  // local ranks to restart after this round of reaping
 };
 
 // Writes "gyrerun: <message>\n" to stderr with one write(2).
