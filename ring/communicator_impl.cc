@@ -303,7 +303,8 @@ void Communicator::Impl::abortFromUser(bool revoke) {
     if (!localAbortReason_.empty()) return;
     localAbortReason_ = reason;
   }
-  log(LogLevel::kWarn, rank_, "{}", reason);
+  // revoke() is how survivors stop a parent they go on without: part of a recovery.
+  log(revoke ? LogLevel::kInfo : LogLevel::kWarn, rank_, "{}", reason);
   Failure failure;
   failure.code = ErrorCode::kAborted;
   failure.culprit = rank_;
