@@ -113,7 +113,7 @@ class TrainEquivalenceTest : public ::testing::Test {
       t.afterStep = [&t](size_t step) { requireRanksIdentical(t, step); };
       requireRanksIdentical(t, 0);
       while (t.epochsDone() < epochs) {
-        const EpochStats e = t.runEpoch();
+        const EpochStats e = t.runEpoch().value();
         require(std::isfinite(e.trainLoss), "loss is not finite");
         require(e.samples == trainSet.count, "every sample once per epoch");
       }

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -302,13 +303,26 @@ int run(const Args& a) {
                                    train.count, test.count, launch.size, launch.masterAddr,
                                    launch.masterPort));
   }
-  std::unique_ptr<gyre::Communicator> comm = joinJob();
-  const int rank = comm->rank(), world = comm->size();
-  progress.say(fmt::format("{} ranks joined; rank 0's weights to every rank", world));
-  gyre::train::Trainer trainer(*comm, a.train, train, test);
-  if (a.eval) return evaluateCheckpoint(a, trainer, world, test.count);
-  if (a.resume) trainer.resumeFrom(a.checkpoint);
-  if (rank == 0) {
+  // gyrerun --elastic: the world changes when a rank fails or a restarted one comes back
+  // (tools/train/elastic.h); a restarted rank (a newcomer) joins the running ranks.
+  const gyre::LaunchEnv launch = gyre::launchEnvFromProcess();
+  gyre::train::ElasticWorld elastic(joinJob());
+  const bool newcomer = launch.newcomer;
+  gyre::Communicator& first = elastic.comm();
+  progress.say(newcomer ? fmt::format("joined the running ranks as rank {} of {}", first.rank(),
+                                      first.size())
+                        : fmt::format("{} ranks joined; rank 0's weights to every rank",
+                                      first.size()));
+  gyre::train::Trainer trainer(first, a.train, train, test, /*joining=*/newcomer);
+  if (a.eval) return evaluateCheckpoint(a, trainer, first.size(), test.count);
+  if (launch.elastic) trainer.setElastic(&elastic);
+  if (newcomer) {
+    trainer.joinRunning();
+  } else if (a.resume) {
+    trainer.resumeFrom(a.checkpoint);
+  }
+  const int world = first.size();
+  if (trainer.comm().rank() == 0 && !newcomer) {
     fmt::print(
         "# gyre-train world {} epochs {} batch {} lr {} momentum {} hidden {} seed {} "
         "threads 1 train {} test {} buckets {} bucket_mb {} block_rows {} sync_priority {}{}\n",
@@ -326,11 +340,13 @@ int run(const Args& a) {
   while (trainer.epochsDone() < a.train.epochs) {
     progress.startEpoch(trainer.epochsDone() + 1, a.train.epochs, steps,
                         a.train.batch * static_cast<size_t>(world));
-    const EpochStats e = trainer.runEpoch();
+    const std::optional<EpochStats> ran = trainer.runEpoch();
     progress.clear();
+    if (!ran) break;  // elastic: the others had finished every epoch
+    const EpochStats& e = *ran;
     epochs.push_back(e);
     if (!a.checkpoint.empty()) trainer.saveTo(a.checkpoint);
-    if (rank == 0) {
+    if (trainer.comm().rank() == 0) {
       fmt::print(
           "epoch {} loss {:.4f} train_acc {:.4f} test_acc {:.4f} samples_per_s {:.1f} "
           "train_s {:.3f} epoch_s {:.3f} comm_s {:.3f} hidden {:.2f}\n",
@@ -339,6 +355,7 @@ int run(const Args& a) {
       std::fflush(stdout);
     }
   }
+  const int rank = trainer.comm().rank();
   if (rank == 0 && epochs.empty()) {
     fmt::print("# nothing to do: the checkpoint is at epoch {} of {}\n", trainer.epochsDone(),
                a.train.epochs);
@@ -349,9 +366,14 @@ int run(const Args& a) {
       meanSps += e.samplesPerS / static_cast<double>(epochs.size());
     fmt::print("# final test_acc {:.4f} samples_per_s {:.1f}\n", epochs.back().testAcc, meanSps);
     std::fflush(stdout);
-    if (!a.json.empty()) writeJson(a, world, epochs, trainer.gradSync().numBuckets());
+    if (!a.json.empty()) writeJson(a, trainer.comm().size(), epochs, trainer.gradSync().numBuckets());
   }
-  comm->barrier();  // no rank leaves while another may still need it
+  trainer.endRun();  // no rank leaves while another may still need it
+  if (launch.elastic && trainer.comm().rank() == 0 && elastic.shrinks() + elastic.grows() > 0) {
+    fmt::print("# elastic: {} shrink(s), {} grow(s); {} ranks at the end\n", elastic.shrinks(),
+               elastic.grows(), trainer.comm().size());
+    std::fflush(stdout);
+  }
   return 0;
 }
 
