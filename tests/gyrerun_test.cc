@@ -317,6 +317,21 @@ TEST_F(GyrerunTest, ElasticPastMaxRestartsLeavesTheRankDownAndExitsOne) {
   EXPECT_EQ(inherited.out, "flags=none/none\n") << inherited.err;
 }
 
+// A restarted rank meets the others at gyrerun's store: with the store gone, a failed
+// rank is not restarted (it would wait there for nothing), whatever restarts are left.
+TEST_F(GyrerunTest, ElasticDoesNotRestartARankOnceTheStoreIsGone) {
+  RunResult r = runGyrerun(
+      "--elastic --max-restarts 3 -n 2 sh -c '"
+      "if [ $RANK = 0 ]; then pkill -KILL -P $PPID -x gyre-store; sleep 0.5; exit 1; fi; "
+      "sleep 2; echo survivor $RANK'");
+  EXPECT_EQ(r.exitCode, 1) << r.err;
+  EXPECT_EQ(lineSet(r.out).count("survivor 1"), 1u) << r.out;
+  EXPECT_TRUE(contains(r.err, "the job's store, gyre-store (pid ")) << r.err;
+  EXPECT_TRUE(contains(r.err, "rank 0 (local rank 0, pid ")) << r.err;
+  EXPECT_TRUE(contains(r.err, "exit code 1; not restarted: the job's store is gone")) << r.err;
+  EXPECT_FALSE(contains(r.err, "restarts as a newcomer")) << r.err;
+}
+
 TEST_F(GyrerunTest, ElasticNeedsTheAgentStore) {
   RunResult r = runGyrerun("--elastic --no-agent-store -n 2 true");
   EXPECT_EQ(r.exitCode, 2);

@@ -117,9 +117,9 @@ void RankSupervisor::pollOnce() {
   // Signals and exits are checked on every wake-up, whatever woke us: cheap, and robust
   // against a SIGCHLD whose byte the full self-pipe dropped.
   handleSignals();
+  watchStore();  // first: a rank that failed because the store died is not restarted
   reapExited();
   restartQueued();
-  watchStore();
   if (hasDeadline_ && Clock::now() >= deadline_) onDeadline();
 }
 
@@ -213,6 +213,12 @@ void RankSupervisor::onRankExit(RankProcess& rank) {
 
 void RankSupervisor::onElasticFailure(const RankProcess& rank, const std::string& who,
                                       const std::string& how) {
+  if (store_ != nullptr && !store_->running()) {
+    reportLine(who + " failed: " + how + "; not restarted: the job's store is gone, and a "
+               "restarted rank meets the others there");
+    failJob(1);
+    return;
+  }
   if (elasticRestarts_ < options_.maxRestarts) {
     ++elasticRestarts_;
     reportLine(who + " failed: " + how + "; the others go on without it, and it restarts as a "

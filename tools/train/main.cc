@@ -80,7 +80,10 @@ constexpr const char* kUsage =
     "  --progress MODE   rank 0's progress on stderr: a bar with samples/s and ETA (bar),\n"
     "                    a plain line every --progress-every seconds (lines), none, or\n"
     "                    auto: bar on a terminal, else lines [auto]\n"
-    "  --progress-every S  seconds between progress lines [10]\n";
+    "  --progress-every S  seconds between progress lines [10]\n"
+    "Under gyrerun --elastic a rank that fails does not end the run: the others go on\n"
+    "without it from the step that failed, and gyrerun's restart of it rejoins them\n"
+    "(docs/elastic.md).\n";
 
 [[noreturn]] void usageError(const std::string& message) {
   std::fprintf(stderr, "gyre-train: %s\n%s", message.c_str(), kUsage);
@@ -369,9 +372,10 @@ int run(const Args& a) {
     if (!a.json.empty()) writeJson(a, trainer.comm().size(), epochs, trainer.gradSync().numBuckets());
   }
   trainer.endRun();  // no rank leaves while another may still need it
-  if (launch.elastic && trainer.comm().rank() == 0 && elastic.shrinks() + elastic.grows() > 0) {
-    fmt::print("# elastic: {} shrink(s), {} grow(s); {} ranks at the end\n", elastic.shrinks(),
-               elastic.grows(), trainer.comm().size());
+  if (launch.elastic && trainer.comm().rank() == 0) {
+    fmt::print("# elastic: {} shrink(s), {} grow(s); {} ranks at the end, their parameters and "
+               "momentum identical (hash {:016x})\n",
+               elastic.shrinks(), elastic.grows(), trainer.comm().size(), trainer.replicaHash());
     std::fflush(stdout);
   }
   return 0;

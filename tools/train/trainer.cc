@@ -196,6 +196,7 @@ void Trainer::endRun() {
     try {
       if (elastic_ != nullptr) {
         if (std::unique_ptr<Communicator> next = elastic_->growIfWaiting()) changeWorld(std::move(next));
+        checkReplicasAgree();
       }
       comm_->barrier();
       return;
@@ -314,6 +315,29 @@ void Trainer::changeWorld(std::unique_ptr<Communicator> next) {
 }
 
 void Trainer::joinRunning() { agreeOnState(); }
+
+void Trainer::checkReplicasAgree() {
+  // FNV-1a over the bytes of every parameter and momentum buffer.
+  uint64_t hash = 0xcbf29ce484222325ull;
+  const auto add = [&hash](std::span<const float> values) {
+    const auto* bytes = reinterpret_cast<const unsigned char*>(values.data());
+    for (size_t i = 0; i < values.size_bytes(); ++i) hash = (hash ^ bytes[i]) * 0x100000001b3ull;
+  };
+  for (size_t p = 0; p < model_.numParams(); ++p) {
+    add(model_.param(p));
+    add(sgd_.buffer(p));
+  }
+  uint64_t range[2] = {hash, ~hash};  // the smallest and (complemented) the largest hash
+  comm_->allReduce(range, range, 2, DataType::kUint64, ReduceOp::kMin);
+  if (range[0] != ~range[1]) {
+    fail(ErrorCode::kInternal,
+         "rank {}: after the changes of world the ranks' parameters differ (hash {:016x} here, "
+         "{:016x} to {:016x} across the {} ranks): a bug in gyre-train's recovery, please "
+         "report it",
+         comm_->rank(), hash, range[0], ~range[1], comm_->size());
+  }
+  replicaHash_ = hash;
+}
 
 void Trainer::agreeOnState() {
   static_assert(sizeof(size_t) == sizeof(uint64_t), "the epoch list is sent as uint64");

@@ -109,8 +109,13 @@ class Trainer {
   std::optional<EpochStats> runEpoch();
   // Collective: the run's last call (a barrier, so that no rank leaves while another may
   // still need it). Elastic: newcomers still waiting are taken in first, so that they
-  // end with the others, and a failure here shrinks and tries again.
+  // end with the others, every rank's parameters and momentum are checked to be
+  // bitwise equal (kInternal naming the hashes if not), and a failure here shrinks and
+  // tries again.
   void endRun();
+  // The hash endRun() found equal on every rank (FNV-1a of parameters and momentum);
+  // 0 before an elastic endRun().
+  uint64_t replicaHash() const { return replicaHash_; }
   size_t epochsDone() const { return epochsDone_; }
 
   // Collective: the model's accuracy on the test set, each rank counting its strided
@@ -137,6 +142,7 @@ class Trainer {
   // Elastic: makes `next` the communicator and agrees on the state (joinRunning's part).
   void changeWorld(std::unique_ptr<Communicator> next);
   void agreeOnState();
+  void checkReplicasAgree();
 
   Communicator* comm_;
   TrainConfig config_;
@@ -148,6 +154,7 @@ class Trainer {
   DistributedSampler sampler_;
   size_t epochsDone_ = 0;
   ElasticWorld* elastic_ = nullptr;
+  uint64_t replicaHash_ = 0;
   // Where the rank is: inEpoch_ between beginEpoch and the epoch's end; the epoch list
   // (padded as DistributedSampler pads, again after a change of world) and how much of
   // it the steps so far consumed; progress_ counts completed steps and epochs (the rank
