@@ -103,13 +103,15 @@ std::shared_ptr<TcpStore> connectStore(const StoreLocation& where, int rank,
   const Clock::time_point deadline = start + options.joinTimeout;
   Clock::time_point nextReport = start + options.joinProgressFirst;
   auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  std::string reason;  // why the last attempt failed, unframed
   for (;;) {
     // Attempts end at the next report, so that a waiting rank speaks.
     const Clock::time_point until = std::min(deadline, nextReport);
     try {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
+      reason.clear();
       auto store = TcpStore::connect(host, port, std::max(left, std::chrono::milliseconds(1)),
-                                      options.token, rank);
+                                      options.token, rank, &reason);
       store->setTimeout(options.timeout);
       const std::string owner = fmt::format("gyre/owner/{}", rank);
       if (fresh && store->check({owner}) && store->getString(owner) == processIdentity()) {
@@ -131,11 +133,7 @@ std::shared_ptr<TcpStore> connectStore(const StoreLocation& where, int rank,
         fail(e.code(), "rank {}: {} ({})", rank, e.what(), vars);
       }
       // The attempt's own reason ("connection refused"), not its framing again.
-      std::string reason = e.what();
-      size_t framed = reason.find("(MASTER_ADDR:MASTER_PORT) in ");
-      if (framed != std::string::npos && reason.find(": ", framed) != std::string::npos) {
-        reason = reason.substr(reason.find(": ", framed) + 2);
-      }
+      if (reason.empty()) reason = e.what();
       if (Clock::now() >= deadline) {
         fail(ErrorCode::kTimeout,
              "rank {}: could not reach the bootstrap store at {}:{} ({}) after {:.1f} s "

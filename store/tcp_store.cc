@@ -87,19 +87,20 @@ TcpStore::~TcpStore() {
 
 std::shared_ptr<TcpStore> TcpStore::connect(const std::string& host, uint16_t port,
                                             std::chrono::milliseconds timeout,
-                                            const std::string& secret, int rank) {
+                                            const std::string& secret, int rank,
+                                            std::string* reason) {
   SocketAddress address;
   try {
     address = SocketAddress::resolve(host, port);
   } catch (const Error& e) {
-    throw Error(e.code(), fmt::format("could not reach the bootstrap store at {} "
-                                      "(MASTER_ADDR:MASTER_PORT): {}",
+    if (reason) *reason = e.what();
+    throw Error(e.code(), fmt::format("could not reach the bootstrap store at {}: {}",
                                       hostPort(host, port), e.what()));
   }
   std::shared_ptr<TcpStore> store(
       new TcpStore(address, hostPort(host, port), timeout, nullptr, secret, rank));
   std::lock_guard<std::mutex> lock(store->mu_);
-  store->connectLocked(Clock::now() + timeout);
+  store->connectLocked(Clock::now() + timeout, reason);
   return store;
 }
 
@@ -149,7 +150,7 @@ std::shared_ptr<TcpStore> TcpStore::serveOn(Fd listening, std::chrono::milliseco
   return store;
 }
 
-void TcpStore::connectLocked(Clock::time_point deadline) {
+void TcpStore::connectLocked(Clock::time_point deadline, std::string* reason) {
   const Clock::time_point start = Clock::now();
   try {
     Fd fd = connectWithRetry(address_, deadline);
@@ -170,8 +171,8 @@ void TcpStore::connectLocked(Clock::time_point deadline) {
     authenticate(fd.get(), deadline);
     fd_ = std::move(fd);
   } catch (const Error& e) {
-    throw Error(e.code(), fmt::format("could not reach the bootstrap store at {} "
-                                      "(MASTER_ADDR:MASTER_PORT) in {:.1f} s: {}",
+    if (reason) *reason = e.what();
+    throw Error(e.code(), fmt::format("could not reach the bootstrap store at {} in {:.1f} s: {}",
                                       name_, secondsSince(start), e.what()));
   }
 }
@@ -191,7 +192,8 @@ void TcpStore::authenticate(int fd, Clock::time_point deadline) {
   if (challenge->mode == kStoreModeOpen && secret_) {
     fail(ErrorCode::kInvalidArgument,
          "the store asks for no secret, but this rank has one (GYRE_TOKEN / GYRE_TOKEN_FILE): "
-         "rank 0 was started without the job's secret, or this is not the job's store");
+         "the store's server (rank 0, or the launcher) was started without the job's secret, "
+         "or this is not the job's store");
   }
   if (challenge->mode == kStoreModeSecret && !secret_) {
     // A proof that cannot pass: the store refuses it and records this rank (see above).
@@ -212,7 +214,8 @@ void TcpStore::authenticate(int fd, Clock::time_point deadline) {
   if (!storeKnowsSecret) {
     fail(ErrorCode::kInvalidArgument,
          "the store holds another secret than this rank: this rank's GYRE_TOKEN / "
-         "GYRE_TOKEN_FILE differs from rank 0's (or this is not the job's store)");
+         "GYRE_TOKEN_FILE differs from the one the store's server (rank 0, or the launcher) "
+         "was given (or this is not the job's store)");
   }
 }
 

@@ -44,9 +44,12 @@ class TcpStoreServer;  // store/tcp_store_server.h
 
 class GYRE_API TcpStore : public Store {
  public:
+  // A failure throws "could not reach the bootstrap store at HOST:PORT in S s: REASON";
+  // `reason`, when given, receives REASON alone (for a caller that frames it itself).
   static std::shared_ptr<TcpStore> connect(const std::string& host, uint16_t port,
                                            std::chrono::milliseconds timeout,
-                                           const std::string& secret = {}, int rank = -1);
+                                           const std::string& secret = {}, int rank = -1,
+                                           std::string* reason = nullptr);
   // port 0 picks a free port (see port()).
   static std::shared_ptr<TcpStore> serve(const std::string& host, uint16_t port,
                                          std::chrono::milliseconds timeout,
@@ -81,7 +84,7 @@ class GYRE_API TcpStore : public Store {
   // `what` describes the call for error messages ("get('rank3/addr')").
   StoreReply exchange(const StoreRequest& request, StoreReplyType expected,
                       const std::string& what);
-  void connectLocked(Clock::time_point deadline);
+  void connectLocked(Clock::time_point deadline, std::string* reason = nullptr);
 
   const SocketAddress address_;  // where the client connects
   const std::string name_;

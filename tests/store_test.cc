@@ -219,11 +219,19 @@ TEST(TcpStore, ConnectWhereNothingListensTimesOutNamingTheAddress) {
     port = SocketAddress::ofSocket(probe.get()).port();
   }  // closed: nothing listens there now
   auto start = Clock::now();
-  Error e = expectError([&] { TcpStore::connect("127.0.0.1", port, 300ms); });
+  std::string reason;
+  Error e = expectError([&] { TcpStore::connect("127.0.0.1", port, 300ms, "", -1, &reason); });
   EXPECT_EQ(e.code(), ErrorCode::kTimeout);
   std::string what = e.what();
-  EXPECT_NE(what.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << what;
-  EXPECT_NE(what.find("MASTER_ADDR"), std::string::npos) << what;
+  EXPECT_NE(what.find("could not reach the bootstrap store at 127.0.0.1:" + std::to_string(port) +
+                      " in "),
+            std::string::npos)
+      << what;
+  // The reason alone, for callers that say themselves where the address came from
+  // (ring/join_store.cc: MASTER_ADDR, GYRE_AGENT_STORE, ...).
+  EXPECT_FALSE(reason.empty());
+  EXPECT_EQ(reason.find("bootstrap store"), std::string::npos) << reason;
+  EXPECT_NE(what.find(": " + reason), std::string::npos) << what << " / " << reason;
   EXPECT_LT(since(start), 3s);
 }
 
