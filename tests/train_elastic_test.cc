@@ -106,6 +106,37 @@ TEST_F(TrainElastic, KillingTheLastRankRejoinsItAsTheLast) {
   expectRejoined(runAndKill("--elastic --max-restarts 1", 3));
 }
 
+// Two nodes (two gyreruns on loopback, 2 ranks each): a rank of node 1 dies, node 1's
+// gyrerun restarts it, and it meets the others at node 0's store.
+TEST_F(TrainElastic, TheNodeThatLostARankRestartsIt) {
+  const std::string dir = ::testing::TempDir() + "train_elastic_nodes_" +
+                          std::to_string(::getpid());
+  const std::string train = binary("gyre-train") +
+                            " --epochs 2 --max-samples 30000 --progress lines --progress-every 0.02";
+  const std::string node = "env OMP_NUM_THREADS=1 " + binary("gyrerun") +
+                           " --elastic --max-restarts 1 --nnodes 2 --master-addr 127.0.0.1"
+                           " --master-port $port --store-port $store -n 2 --node-rank ";
+  const std::string script =
+      "mkdir -p " + dir + "; port=$(( 20000 + RANDOM % 30000 )); store=$(( port + 1 )); " + node +
+      "0 " + train + " >" + dir + "/out0 2>" + dir + "/err0 & n0=$!; " + node + "1 " + train +
+      " >" + dir + "/out1 2>" + dir + "/err1 & n1=$!; "
+      "for i in $(seq 1 600); do grep -q \"epoch 1/2 [1-9][0-9]*%\" " + dir +
+      "/err0 2>/dev/null && break; sleep 0.05; done; "
+      "kill -KILL $(pgrep -P $n1 -x gyre-train | head -1); "
+      "wait $n0; rc0=$?; wait $n1; rc1=$?; echo rc $rc0 $rc1; cat " + dir + "/out0; cat " + dir +
+      "/err0 " + dir + "/err1 >&2; rm -rf " + dir;
+  RunResult r = runShell("timeout -k 5 180 bash -c '" + script + "'");
+  EXPECT_NE(r.out.find("rc 0 0"), std::string::npos) << r.out << r.err;
+  EXPECT_EQ(countOf(r.err, "rank 2 (local rank 0, pid "), 1u) << r.err;
+  EXPECT_EQ(countOf(r.err, "the others go on without it, and it restarts as a newcomer"), 1u)
+      << r.err;
+  EXPECT_EQ(countOf(r.err, "1 restarted rank(s) joined: 4 ranks go on (grow"), 1u) << r.err;
+  EXPECT_TRUE(std::regex_search(
+      r.out, std::regex("# elastic: 1 shrink\\(s\\), 1 grow\\(s\\); 4 ranks at the end, "
+                        "their parameters and momentum identical")))
+      << r.out;
+}
+
 TEST_F(TrainElastic, WithoutARestartTheSurvivorsFinishAlone) {
   RunResult r = runAndKill("--elastic", 1);
   EXPECT_EQ(r.exitCode, 1) << r.out << r.err;  // a rank was lost for good
