@@ -19,6 +19,7 @@ import argparse
 import datetime
 import hashlib
 import json
+import logging
 import os
 import sys
 import time
@@ -65,6 +66,8 @@ def main():
                     help="the Manager's and process group's timeout, seconds")
     args = ap.parse_args()
 
+    logging.basicConfig(stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("gyre_torch").setLevel(logging.INFO)  # how each configure went
     deadline = time.monotonic() + args.seconds
     timeout = datetime.timedelta(seconds=args.timeout)
     store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,

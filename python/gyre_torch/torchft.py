@@ -16,9 +16,11 @@ changes, every collective through it, ``errored()`` before each commit, and ``ab
     order, and none of them saw an error on it;
   * shrinks it (gyre's shrink, SHRINK_ABORT) when the new members are a subset of one
     communicator's members in the same order and that communicator's store is the new
-    quorum's store (its server is alive: torchft puts the store on the quorum's first
-    replica group, so this holds when that group survived): the survivors keep their
-    connections and the dead are left out without their help;
+    quorum's store, so its server is alive (torchft serves a quorum's store from one of
+    the replica groups at the highest step, the first of them in replica-id order for
+    group rank 0: this holds when the group whose store the old quorum used survived and
+    is still at the highest step): the survivors keep their connections and the dead
+    are left out without their help;
   * else creates a new communicator through the new store (a restarted or new replica
     group joins this way: see "Why no grow" below). Creation is tens of milliseconds.
   ``last_configure`` says which it was and how long it took.
@@ -164,6 +166,7 @@ class ProcessGroupGyre(ProcessGroupWrapper):
         store.set(f"{_KEY}{rank}", json.dumps(mine))
         keys = [f"{_KEY}{r}" for r in range(world_size)]
         records = [json.loads(v) for v in store.multi_get(keys)]
+        logger.debug("ProcessGroupGyre: members' communicators %s", records)
         return plan(records, _host_port(store_addr))
 
     def _install(self, store, backend, comm_id: str, comm_store: str) -> None:
