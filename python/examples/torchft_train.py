@@ -42,7 +42,33 @@ def make_pg(kind, timeout):
         return ProcessGroupGyre(timeout=timeout, reuse=False)
     if kind == "gloo":
         from torchft.process_group import ProcessGroupGloo
-        return ProcessGroupGloo(timeout=timeout)
+
+        from gyre_torch.torchft import _ReportedWork
+
+        class ReportingGloo(ProcessGroupGloo):
+            """torchft's ProcessGroupGloo, its configure timed (last_configure, as
+            ProcessGroupGyre's) and a failed all-reduce reported through errored() as
+            ProcessGroupGyre does: plain, torchft 0.2.0's DDP hook asserts when the kill
+            lands in an all-reduce and the survivor stops."""
+            last_configure = None
+            _error = None
+
+            def configure(self, *args, **kwargs):
+                start = time.monotonic()
+                self._error = None
+                super().configure(*args, **kwargs)
+                self.last_configure = ("create", time.monotonic() - start, None)
+
+            def _report(self, e):
+                self._error = self._error or e
+
+            def allreduce(self, tensors, opts):
+                return _ReportedWork(self, super().allreduce(tensors, opts), tensors)
+
+            def errored(self):
+                return self._error
+
+        return ReportingGloo(timeout=timeout)
     raise SystemExit(f"torchft_train.py: --pg {kind!r}: expected gyre, gyre-rebuild or gloo")
 
 

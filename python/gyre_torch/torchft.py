@@ -26,8 +26,14 @@ changes, every collective through it, ``errored()`` before each commit, and ``ab
   ``last_configure`` says which it was and how long it took.
 - ``abort()`` returns at once: gyre's abort ends every pending operation with an error
   and tells the other ranks, without waiting for anyone.
-- ``errored()``: the error of an abort, or the last failure gyre recorded on the
-  communicator (a peer that died, a stall past the timeout), else None.
+- ``errored()``: the error of an abort or of a failed all-reduce, or the last failure
+  gyre recorded on the communicator (a peer that died, a stall past the timeout), else
+  None.
+- A failed all-reduce does not raise from ``wait()`` (it returns False; the future
+  completes with the unreduced tensors): the failure goes to ``errored()``, so the
+  Manager skips the step and reconfigures. torchft 0.2.0's DDP hook asserts when a
+  Work's ``wait()`` raises, which stops the survivor of a peer killed mid-all-reduce (as
+  it does with torchft's own ProcessGroupGloo). Other operations raise as usual.
 
 Why no grow: gyre's grow lets newcomers join a communicator through *its* store, but a
 restarted replica group is given the new quorum's store only, numbers newcomers in their
@@ -90,6 +96,41 @@ def plan(records: List[dict], store_host_port: str) -> tuple:
             return ("create", [])
         return ("keep", [])
     return ("shrink", sorted(set(range(old_size)) - set(old_ranks)))
+
+
+class _ReportedWork(dist.Work):
+    """An all-reduce's Work whose failure is reported through the group's errored()
+    instead of raised: wait() returns False, the future completes with the (unreduced)
+    tensors. torchft's Manager then skips the step (should_commit checks errored()), and
+    torchft's DDP hook, which asserts when a Work's wait() raises (torchft 0.2.0), goes
+    on."""
+
+    def __init__(self, group: "ProcessGroupGyre", work, tensors) -> None:
+        super().__init__()
+        self._group, self._work, self._tensors = group, work, tensors
+
+    def wait(self, timeout: Optional[datetime.timedelta] = None) -> bool:
+        try:
+            self._work.wait()
+            return True
+        except Exception as e:  # noqa: BLE001 - reported, not raised (see the class)
+            self._group._report(e)
+            return False
+
+    def is_completed(self) -> bool:
+        return self._work.is_completed()
+
+    def get_future(self):
+        tensors, group = self._tensors, self._group
+
+        def reported(fut):
+            try:
+                return fut.value()
+            except Exception as e:  # noqa: BLE001 - as wait()
+                group._report(e)
+                return tensors
+
+        return self._work.get_future().then(reported)
 
 
 class ProcessGroupGyre(ProcessGroupWrapper):
@@ -205,6 +246,16 @@ class ProcessGroupGyre(ProcessGroupWrapper):
         self._backend = None
         self._comm_id = self._comm_store = None
         super().shutdown()
+
+    def _report(self, e: Exception) -> None:
+        if self._errored is None:
+            self._errored = e
+
+    def allreduce(self, tensors: List[torch.Tensor], opts: object):
+        return _ReportedWork(self, super().allreduce(tensors, opts), tensors)
+
+    def allreduce_coalesced(self, tensors: List[torch.Tensor], opts: object):
+        return _ReportedWork(self, super().allreduce_coalesced(tensors, opts), tensors)
 
     def errored(self) -> Optional[Exception]:
         if self._errored is not None:

@@ -58,7 +58,8 @@ def skip_reason():
 def allreduce(pg, value, world):
     from torch.distributed.distributed_c10d import AllreduceOptions
     t = torch.full((1000,), float(value))
-    pg.allreduce([t], AllreduceOptions()).wait()
+    if not pg.allreduce([t], AllreduceOptions()).wait():  # failures go to errored()
+        raise RuntimeError(f"all-reduce failed: {pg.errored()}")
     want = float(sum(value for _ in range(world)))
     if not torch.equal(t, torch.full((1000,), want)):
         raise AssertionError(f"all-reduce gave {t[0].item()}, expected {want}")
@@ -84,11 +85,8 @@ def unit_rank(rank, port, results):
             t0 = time.monotonic()
             pg.abort()
             abort_s = time.monotonic() - t0
-            try:
-                work.wait()
+            if work.wait():
                 problems.append("the all-reduce nobody joined succeeded after abort()")
-            except RuntimeError:
-                pass
             wait_s = time.monotonic() - t0
             if abort_s > 0.5 or wait_s > 2:
                 problems.append(f"abort() took {abort_s:.3f} s, the pending wait "
