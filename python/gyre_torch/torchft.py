@@ -50,7 +50,6 @@ import datetime
 import json
 import logging
 import time
-import uuid
 from typing import List, Optional
 
 import torch
@@ -178,7 +177,11 @@ class ProcessGroupGyre(ProcessGroupWrapper):
         if how == "keep":
             self._errored = None
         elif how == "shrink":
-            backend = _C.shrink(self._backend, excluded)
+            try:
+                backend = _C.shrink(self._backend, excluded)
+            except Exception:
+                self.abort()  # the next configure creates, whatever the others hold
+                raise
             old = self._pg
             self._install(store, backend, store_addr, self._comm_store)
             del old  # revoked by the shrink

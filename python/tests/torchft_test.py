@@ -136,36 +136,35 @@ def unit_rank(rank, port, results):
 
 
 def unit_test():
-    with tempfile.TemporaryDirectory():
-        server = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
-                               timeout=datetime.timedelta(seconds=30))
-        ctx = mp.get_context("spawn")
-        results = ctx.Queue()
-        procs = [ctx.Process(target=unit_rank, args=(r, server.port, results))
-                 for r in range(3)]
-        for p in procs:
-            p.start()
-        got = {}
-        deadline = time.monotonic() + 90
-        while len(got) < 3 and time.monotonic() < deadline:
-            try:
-                rank, problem, how = results.get(timeout=max(0.1, deadline - time.monotonic()))
-                got[rank] = (problem, how)
-            except Exception:  # noqa: BLE001 - queue.Empty: reported below
-                break
-        for p in procs:
-            p.join(timeout=10)
-            if p.is_alive():
-                p.kill()
-                p.join(timeout=5)
-        ok = True
-        for r in range(3):
-            problem, how = got.get(r, ("no result (hung or crashed)", None))
-            print(f"unit rank {r}: {problem or 'ok'}"
-                  + (f" (shrink in {1000 * how[1]:.1f} ms)" if how else ""))
-            ok = ok and not problem
-        del server
-        return ok
+    server = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                           timeout=datetime.timedelta(seconds=30))
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    procs = [ctx.Process(target=unit_rank, args=(r, server.port, results))
+             for r in range(3)]
+    for p in procs:
+        p.start()
+    got = {}
+    deadline = time.monotonic() + 90
+    while len(got) < 3 and time.monotonic() < deadline:
+        try:
+            rank, problem, how = results.get(timeout=max(0.1, deadline - time.monotonic()))
+            got[rank] = (problem, how)
+        except Exception:  # noqa: BLE001 - queue.Empty: reported below
+            break
+    for p in procs:
+        p.join(timeout=10)
+        if p.is_alive():
+            p.kill()
+            p.join(timeout=5)
+    ok = True
+    for r in range(3):
+        problem, how = got.get(r, ("no result (hung or crashed)", None))
+        print(f"unit rank {r}: {problem or 'ok'}"
+              + (f" (shrink in {1000 * how[1]:.1f} ms)" if how else ""))
+        ok = ok and not problem
+    del server
+    return ok
 
 
 # ---- 2. torchft: kill and restart a replica group ------------------------------------------
