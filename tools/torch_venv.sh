@@ -5,8 +5,11 @@
 # then reports itself skipped). Also expecttest (pure Python, which torch's own test
 # utilities import: the torch_dist_suite_* tests) for Debian's python3, into
 # ~/.cache/gyre/py-debian (dist_suite.sh puts it on PYTHONPATH; the system stays as apt
-# left it), and into the venv.
+# left it), and into the venv. And torchft ${GYRE_TORCHFT_VERSION:-0.2.0} (PyPI, pinned)
+# into the venv, for python/tests/torchft_test.py (gyre_torch.torchft.ProcessGroupGyre);
+# GYRE_NO_TORCHFT=1 leaves it out (that test then reports itself skipped).
 set -euo pipefail
+torchft_version=${GYRE_TORCHFT_VERSION:-0.2.0}
 venv=${GYRE_TORCH2_VENV:-$HOME/.cache/gyre/venv-torch2}
 debian_deps=$HOME/.cache/gyre/py-debian
 if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import torch" 2>/dev/null &&
@@ -15,11 +18,23 @@ if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import torch" 2>/dev/null &&
   /usr/bin/python3 -m pip install -q --target "$debian_deps" expecttest >&2
 fi
 [ "${GYRE_NO_TORCH2:-0}" = 1 ] && exit 0
+install_torchft() {
+  [ "${GYRE_NO_TORCHFT:-0}" = 1 ] && return 0
+  if "$venv/bin/python" -c "import importlib.metadata as m, sys
+sys.exit(m.version('torchft') != '$torchft_version')" 2>/dev/null; then
+    return 0
+  fi
+  echo "torch_venv: pip install torchft==$torchft_version into $venv" >&2
+  "$venv/bin/pip" install -q "torchft==$torchft_version" >&2 ||
+    echo "torch_venv: installing torchft failed (offline?): torchft_test will skip" >&2
+}
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import torch, setuptools" 2>/dev/null; then
   "$venv/bin/python" -c "import expecttest" 2>/dev/null || "$venv/bin/pip" install -q expecttest >&2
+  install_torchft
   exit 0
 fi
 echo "torch_venv: creating $venv (pip install torch: ~3 GB, a few minutes)" >&2
 mkdir -p "$(dirname "$venv")"
 /usr/bin/python3 -m venv "$venv"
 "$venv/bin/pip" install -q torch numpy setuptools wheel expecttest >&2
+install_torchft

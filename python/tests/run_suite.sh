@@ -2,7 +2,7 @@
 # ctest's torch_backend_<line>: builds gyre_torch against one torch line into OUT and
 # runs its tests there.   run_suite.sh debian|pypi OUT [GYRERUN] [WHAT]
 # WHAT: backend (default: collectives_test + auth_torch_test + flight_recorder_torch_test +
-# shrink_torch_test + ddp_test), dist_suite (torch's own distributed_test.py, the expected-pass list, world 2
+# shrink_torch_test + torchft_test + ddp_test), dist_suite (torch's own distributed_test.py, the expected-pass list, world 2
 # and 3), features (ddp_features_test).
 # Exit 77 (ctest: skipped) with the reason when that torch line is not installed.
 set -euo pipefail
@@ -41,6 +41,9 @@ case $what in
     "$py" "$here/flight_recorder_torch_test.py"
     # torch >= 2.15 only (shrink_group); 77 where the line has none.
     "$py" "$here/shrink_torch_test.py" || [ $? -eq 77 ]
+    # torchft's Manager over gyre_torch.torchft.ProcessGroupGyre: torch 2 with torchft
+    # (tools/torch_venv.sh installs it); 77 elsewhere. RUST_LOG: the Lighthouse's log.
+    RUST_LOG=${RUST_LOG:-warn} "$py" "$here/torchft_test.py" || [ $? -eq 77 ]
     "$py" "$here/ddp_test.py" ${gyrerun:+--gyrerun "$gyrerun"} ;;
   dist_suite) "$here/dist_suite.sh" "$py" "$out/dist_suite" ;;
   features) "$py" "$here/ddp_features_test.py" --world 2,3 ;;

@@ -53,6 +53,10 @@ int GyreBackend::failedRank() const {
   return r;
 }
 
+std::string GyreBackend::lastError() const { return gyreGetLastError(comm_->comm); }
+
+void GyreBackend::abortNow() { gyreCommAbort(comm_->comm); }
+
 #if GYRE_TORCH_HAS_SHRINK
 c10::intrusive_ptr<c10d::Backend> GyreBackend::shrink(
     const std::vector<int64_t>& ranksToExclude, int shrinkFlags,

@@ -47,6 +47,16 @@ class GyreBackend : public BackendBase {
 
   // The rank the first failure named as its cause, or -1 (gyreCommGetFailedRank).
   int failedRank() const;
+  // The last failure gyre recorded on this group's communicator, "" when none
+  // (gyreGetLastError): a failed operation, an abort, a revoke. torchft's errored().
+  std::string lastError() const;
+  // Ends every pending and later operation of the group at once and tells the other
+  // ranks (gyreCommAbort); returns without waiting for anyone. Any thread, idempotent.
+  void abortNow();
+#if TORCH_VERSION_MAJOR >= 2
+  // torch's ProcessGroup.abort() (torchft aborts a group this way): abortNow().
+  void abort() override { abortNow(); }
+#endif
 #if GYRE_TORCH_HAS_SHRINK
   // torch.distributed.shrink_group: gyreCommShrink over this group's communicator; the
   // survivors' new backend (SHRINK_ABORT revokes this one first).

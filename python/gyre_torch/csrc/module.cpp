@@ -13,6 +13,14 @@ c10::intrusive_ptr<gyre_torch::BackendBase> createBackend(
       store, rank, size, std::chrono::milliseconds(timeoutMs), routeHost);
 }
 
+gyre_torch::GyreBackend& asGyre(const c10::intrusive_ptr<gyre_torch::BackendBase>& backend,
+                                const char* what) {
+  auto* gyre = dynamic_cast<gyre_torch::GyreBackend*>(backend.get());
+  TORCH_CHECK(gyre != nullptr, "gyre_torch.", what, ": the group's backend is ",
+              backend->getBackendName(), ", not gyre");
+  return *gyre;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -27,10 +35,33 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "failed_rank",
       [](const c10::intrusive_ptr<gyre_torch::BackendBase>& backend) {
-        auto* gyre = dynamic_cast<gyre_torch::GyreBackend*>(backend.get());
-        TORCH_CHECK(gyre != nullptr, "gyre_torch.failed_rank: the group's backend is ",
-                    backend->getBackendName(), ", not gyre");
-        return gyre->failedRank();
+        return asGyre(backend, "failed_rank").failedRank();
       },
       py::arg("backend"));
+  // For gyre_torch.torchft (ProcessGroupGyre): errored(), abort() and the shrink that
+  // configure() reuses the communicator with.
+  m.def(
+      "last_error",
+      [](const c10::intrusive_ptr<gyre_torch::BackendBase>& backend) {
+        return asGyre(backend, "last_error").lastError();
+      },
+      py::arg("backend"));
+  m.def(
+      "abort",
+      [](const c10::intrusive_ptr<gyre_torch::BackendBase>& backend) {
+        asGyre(backend, "abort").abortNow();
+      },
+      py::arg("backend"));
+#if GYRE_TORCH_HAS_SHRINK
+  // The survivors' backend without `excluded` (ranks of this one), through this
+  // backend's store; SHRINK_ABORT: this one is revoked first. Collective over the
+  // survivors; releases the GIL while they meet.
+  m.def(
+      "shrink",
+      [](const c10::intrusive_ptr<gyre_torch::BackendBase>& backend,
+         const std::vector<int64_t>& excluded) {
+        return asGyre(backend, "shrink").shrink(excluded, 1, nullptr);
+      },
+      py::arg("backend"), py::arg("excluded"), py::call_guard<py::gil_scoped_release>());
+#endif
 }
