@@ -3,7 +3,8 @@
 # runs its tests there.   run_suite.sh debian|pypi OUT [GYRERUN] [WHAT]
 # WHAT: backend (default: collectives_test + auth_torch_test + flight_recorder_torch_test +
 # shrink_torch_test + ddp_test), dist_suite (torch's own distributed_test.py, the expected-pass list, world 2
-# and 3), features (ddp_features_test).
+# and 3), features (ddp_features_test), frameworks (frameworks_test: Lightning and
+# Accelerate against gloo; 77 where they are not installed).
 # Exit 77 (ctest: skipped) with the reason when that torch line is not installed.
 set -euo pipefail
 line=$1 out=$2 gyrerun=${3:-} what=${4:-backend}
@@ -44,5 +45,6 @@ case $what in
     "$py" "$here/ddp_test.py" ${gyrerun:+--gyrerun "$gyrerun"} ;;
   dist_suite) "$here/dist_suite.sh" "$py" "$out/dist_suite" ;;
   features) "$py" "$here/ddp_features_test.py" --world 2,3 ;;
+  frameworks) "$py" "$here/frameworks_test.py" ${gyrerun:+--gyrerun "$gyrerun"} ;;
   *) echo "run_suite.sh: unknown WHAT '$what'" >&2; exit 2 ;;
 esac
