@@ -13,7 +13,7 @@ Model: a 32-64-4 MLP; data: a deterministic synthetic set (the same on every ran
 every backend), shuffled by the DistributedSampler Lightning puts in; SGD with momentum;
 --steps optimizer steps. Rank 0 prints one JSON line: {"framework", "backend", "world",
 "losses" (per step, one list per rank), "step_s" (the mean wall time of a step after the
-first 5)}.
+first 5), "logged" (the last step's train_loss as self.log(sync_dist=True) reduced it)}.
 """
 import argparse
 import json
@@ -60,6 +60,8 @@ class Model(L.LightningModule):
         x, y = batch
         loss = nn.functional.cross_entropy(self.net(x), y)
         self.losses.append(loss.detach().clone())
+        # The mean over ranks, all-reduced by Lightning every step (what a logger gets).
+        self.log("train_loss", loss, on_step=True, sync_dist=True)
         return loss
 
     def on_train_batch_start(self, _batch, _idx):
@@ -79,7 +81,8 @@ class Model(L.LightningModule):
         if self.global_rank == 0:
             print(json.dumps({"framework": "lightning " + L.__version__,
                               "backend": dist.get_backend(), "world": dist.get_world_size(),
-                              "losses": [t.tolist() for t in every], "step_s": step_s}),
+                              "losses": [t.tolist() for t in every], "step_s": step_s,
+                              "logged": self.trainer.callback_metrics["train_loss"].item()}),
                   flush=True)
 
 

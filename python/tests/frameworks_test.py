@@ -3,10 +3,11 @@
 
 1. PyTorch Lightning: Trainer(accelerator="cpu", devices=2,
    strategy=DDPStrategy(process_group_backend=...)), Lightning starting the second rank
-   itself; and (--gyrerun) the gyre run again under gyrerun -n 2.
+   itself, self.log(sync_dist=True) every step; and (--gyrerun) the gyre run again under
+   gyrerun -n 2.
 2. Hugging Face Accelerate under torchrun (world 2): gyre by creating the process group
    before Accelerator(cpu=True) (Accelerate refuses the name; this test reports whether it
-   still does), gloo through Accelerate's own init.
+   still does), gloo through Accelerate's own init; and (--gyrerun) gyre under gyrerun.
 Each: examples/<framework>_train.py, 40 steps of a small MLP, every rank's per-step loss
 equal to gloo's exactly (DDP averages by dividing before a SUM; a sum of two floats is
 the same in any order), and the loss falls. Prints the time per step gyre / gloo.
@@ -81,13 +82,15 @@ def lightning(py, gyrerun):
     a = run([py, script, "--backend", "gyre", *common])
     b = run([py, script, "--backend", "gloo", *common])
     compare("lightning", a, b)
+    last = [r[-1] for r in a["losses"]]
+    assert a["logged"] == b["logged"] == sum(last) / 2, (a["logged"], b["logged"], last)
     if gyrerun:
         g = run([gyrerun, "-n", "2", py, script, "--backend", "gyre", *common])
         assert g["losses"] == a["losses"], "lightning under gyrerun: losses differ"
         print("lightning under gyrerun -n 2: the same losses", flush=True)
 
 
-def accelerate(py):
+def accelerate(py, gyrerun):
     script = os.path.join(EXAMPLES, "accelerate_train.py")
     torchrun = [py, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
     r = run([*torchrun, script, "--check-refusal"])
@@ -103,6 +106,10 @@ def accelerate(py):
     assert a["distributed_type"] == b["distributed_type"] == "MULTI_CPU", \
         (a["distributed_type"], b["distributed_type"])
     compare("accelerate", a, b)
+    if gyrerun:
+        g = run([gyrerun, "-n", "2", py, script, "--backend", "gyre", *common])
+        assert g["losses"] == a["losses"], "accelerate under gyrerun: losses differ"
+        print("accelerate under gyrerun -n 2: the same losses", flush=True)
 
 
 def main():
@@ -124,7 +131,7 @@ def main():
         if name == "lightning":
             lightning(sys.executable, args.gyrerun)
         else:
-            accelerate(sys.executable)
+            accelerate(sys.executable, args.gyrerun)
     if missing:
         print(f"SKIPPED: {', '.join(missing)} not installed in {sys.prefix} "
               "(tools/torch_venv.sh installs the pinned versions from PyPI)")
