@@ -29,21 +29,55 @@ EXAMPLES = os.path.join(HERE, "..", "examples")
 STEPS = 40
 
 
+def descendants(pid):
+    """Every process under pid, from /proc (torchrun starts each rank in a session of
+    its own, so killing torchrun's process group would leave the ranks running)."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def kill_tree(proc):
+    """SIGKILLs proc, everything under it and its process group."""
+    for pid in [proc.pid, *descendants(proc.pid)]:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def run(cmd, timeout=300):
-    """Runs cmd in a session of its own (killed whole on a timeout: no rank is left)
-    and returns its last JSON line."""
+    """Runs cmd in a session of its own and returns its last JSON line; on a timeout it
+    and every process under it are killed (no rank is left)."""
     print("+", " ".join(cmd), flush=True)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
+        kill_tree(proc)
+        out, err = proc.communicate(timeout=30)
         sys.stderr.write(out[-4000:] + err[-8000:])
         raise SystemExit(f"FAILED (timed out after {timeout} s): {' '.join(cmd)}")
     finally:
-        try:  # a rank the launcher left behind
+        try:  # a process the launcher left behind in its group
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
