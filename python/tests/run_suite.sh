@@ -24,6 +24,10 @@ if [ "$line" = debian ] && ! [ -d /usr/include/torch/csrc/distributed/c10d ]; th
   echo "SKIPPED: torch_backend_debian needs libtorch-dev (the c10d headers)"
   exit 77
 fi
+if [ "$line" = debian ] && [ "$what" = frameworks ]; then  # before minutes of building
+  echo "SKIPPED: torch_frameworks_debian: Lightning and Accelerate need torch >= 2 (docs/frameworks.md)"
+  exit 77
+fi
 mkdir -p "$out"
 # ccache through its compiler links, when installed (torch's cpp_extension wants a plain
 # compiler name in CXX).
