@@ -25,12 +25,35 @@ sys.exit(m.version('torchft') != '$torchft_version')" 2>/dev/null; then
     return 0
   fi
   echo "torch_venv: pip install torchft==$torchft_version into $venv" >&2
-  "$venv/bin/pip" install -q "torchft==$torchft_version" >&2 ||
+  # A constraint keeps the venv's torch as it is.
+  "$venv/bin/python" -m pip install -q "torchft==$torchft_version" \
+      -c <(echo "torch==$("$venv/bin/python" -c "import torch; print(torch.__version__.split('+')[0])")") >&2 ||
     echo "torch_venv: installing torchft failed (offline?): torchft_test will skip" >&2
+}
+# The training frameworks that the torch_frameworks_pypi test runs on gyre
+# (docs/frameworks.md), pinned to versions tested with the venv's torch, which a
+# constraint keeps as it is. Skipped when already at these versions; a failed install
+# (offline) only warns: the test then skips, saying why.
+frameworks_pins="lightning==2.6.6 accelerate==1.16.0"
+install_frameworks() {
+  local py=$venv/bin/python torch_version
+  # shellcheck disable=SC2086
+  "$py" - $frameworks_pins <<'PY' 2>/dev/null && return 0
+import sys
+from importlib.metadata import version
+sys.exit(any(version(n) != v for n, v in (p.split("==") for p in sys.argv[1:])))
+PY
+  torch_version=$("$py" -c "import torch; print(torch.__version__.split('+')[0])")
+  echo "torch_venv: pip install $frameworks_pins (torch stays $torch_version)" >&2
+  # shellcheck disable=SC2086
+  "$py" -m pip install -q --retries 1 --timeout 30 $frameworks_pins \
+      -c <(echo "torch==$torch_version") >&2 ||
+    echo "torch_venv: could not install $frameworks_pins (torch_frameworks_pypi skips what is missing)" >&2
 }
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import torch, setuptools" 2>/dev/null; then
   "$venv/bin/python" -c "import expecttest" 2>/dev/null || "$venv/bin/pip" install -q expecttest >&2
   install_torchft
+  install_frameworks
   exit 0
 fi
 echo "torch_venv: creating $venv (pip install torch: ~3 GB, a few minutes)" >&2
@@ -38,3 +61,4 @@ mkdir -p "$(dirname "$venv")"
 /usr/bin/python3 -m venv "$venv"
 "$venv/bin/pip" install -q torch numpy setuptools wheel expecttest >&2
 install_torchft
+install_frameworks

@@ -3,7 +3,8 @@
 # runs its tests there.   run_suite.sh debian|pypi OUT [GYRERUN] [WHAT]
 # WHAT: backend (default: collectives_test + auth_torch_test + flight_recorder_torch_test +
 # shrink_torch_test + torchft_test + ddp_test), dist_suite (torch's own distributed_test.py, the expected-pass list, world 2
-# and 3), features (ddp_features_test).
+# and 3), features (ddp_features_test), frameworks (frameworks_test: Lightning and
+# Accelerate against gloo; 77 where they are not installed).
 # Exit 77 (ctest: skipped) with the reason when that torch line is not installed.
 set -euo pipefail
 line=$1 out=$2 gyrerun=${3:-} what=${4:-backend}
@@ -21,6 +22,10 @@ if ! [ -x "$py" ] || ! "$py" -c "import torch" 2>/dev/null; then
 fi
 if [ "$line" = debian ] && ! [ -d /usr/include/torch/csrc/distributed/c10d ]; then
   echo "SKIPPED: torch_backend_debian needs libtorch-dev (the c10d headers)"
+  exit 77
+fi
+if [ "$line" = debian ] && [ "$what" = frameworks ]; then  # before minutes of building
+  echo "SKIPPED: torch_frameworks_debian: Lightning and Accelerate need torch >= 2 (docs/frameworks.md)"
   exit 77
 fi
 mkdir -p "$out"
@@ -47,5 +52,6 @@ case $what in
     "$py" "$here/ddp_test.py" ${gyrerun:+--gyrerun "$gyrerun"} ;;
   dist_suite) "$here/dist_suite.sh" "$py" "$out/dist_suite" ;;
   features) "$py" "$here/ddp_features_test.py" --world 2,3 ;;
+  frameworks) "$py" "$here/frameworks_test.py" ${gyrerun:+--gyrerun "$gyrerun"} ;;
   *) echo "run_suite.sh: unknown WHAT '$what'" >&2; exit 2 ;;
 esac
