@@ -63,9 +63,18 @@ def kill_tree(proc):
         pass
 
 
-def run(cmd, timeout=300):
+# PyTorch's gloo sometimes aborts a process at exit, after the run is over and its result
+# printed: std::terminate from a thread still running as the process tears down (the
+# Gloo exit crash pytorch/pytorch PR #179291 describes). accelerate_train.py on gloo under
+# torchrun did so in 3 of 17 runs here, and in 1 of 30 with gyre_torch not imported.
+GLOO_TEARDOWN_ABORT = "terminate called without an active exception"
+
+
+def run(cmd, timeout=300, reference=False):
     """Runs cmd in a session of its own and returns its last JSON line; on a timeout it
-    and every process under it are killed (no rank is left)."""
+    and every process under it are killed (no rank is left). `reference` (the gloo runs
+    only, never gyre's): a run that printed its result and then died of gloo's teardown
+    abort still counts, with a note."""
     print("+", " ".join(cmd), flush=True)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
@@ -81,10 +90,15 @@ def run(cmd, timeout=300):
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+    lines = [line for line in out.splitlines() if line.startswith("{")]
     if proc.returncode != 0:
+        if reference and lines and GLOO_TEARDOWN_ABORT in err:
+            print(f"NOTE: the gloo reference run printed its result, then aborted at exit "
+                  f"({GLOO_TEARDOWN_ABORT!r}: gloo's exit crash, pytorch/pytorch PR #179291); "
+                  "its result is used", flush=True)
+            return json.loads(lines[-1])
         sys.stderr.write(out[-4000:] + err[-8000:])
         raise SystemExit(f"FAILED ({proc.returncode}): {' '.join(cmd)}")
-    lines = [line for line in out.splitlines() if line.startswith("{")]
     if not lines:
         raise SystemExit(f"no JSON result from: {' '.join(cmd)}\n{out[-2000:]}{err[-2000:]}")
     return json.loads(lines[-1])
@@ -114,7 +128,7 @@ def lightning(py, gyrerun):
     script = os.path.join(EXAMPLES, "lightning_train.py")
     common = ["--devices", "2", "--steps", str(STEPS)]
     a = run([py, script, "--backend", "gyre", *common])
-    b = run([py, script, "--backend", "gloo", *common])
+    b = run([py, script, "--backend", "gloo", *common], reference=True)
     compare("lightning", a, b)
     last = [r[-1] for r in a["losses"]]
     assert a["logged"] == b["logged"] == sum(last) / 2, (a["logged"], b["logged"], last)
@@ -136,7 +150,7 @@ def accelerate(py, gyrerun):
               "docs/frameworks.md's workaround may be dropped", flush=True)
     common = ["--steps", str(STEPS)]
     a = run([*torchrun, script, "--backend", "gyre", *common])
-    b = run([*torchrun, script, "--backend", "gloo", *common])
+    b = run([*torchrun, script, "--backend", "gloo", *common], reference=True)
     assert a["distributed_type"] == b["distributed_type"] == "MULTI_CPU", \
         (a["distributed_type"], b["distributed_type"])
     compare("accelerate", a, b)
