@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -118,6 +119,19 @@ TEST(MlpTest, AccumulateAddsAndBoundStorageIsUsed) {
   net.backward(b.x.data(), 3, dlogits.data(), true, nullptr);
   for (size_t k = 0; k < once.size(); ++k) EXPECT_FLOAT_EQ(storage[k], 2 * once[k]);
   EXPECT_EQ(net.grad(0).data(), storage.data());
+
+  // Unbound, the gradient moves back into the Mlp, so the storage may go (gyre-train
+  // frees its GradSync when the world changes); a later binding copies it on.
+  const std::vector<float> twice = storage;
+  net.unbindGradients();
+  EXPECT_NE(net.grad(0).data(), storage.data());
+  std::fill(storage.begin(), storage.end(), -7.0f);
+  storage.clear();
+  storage.shrink_to_fit();
+  EXPECT_TRUE(std::equal(twice.begin(), twice.end(), net.grad(0).begin()));
+  std::vector<float> again(twice.size(), -1.0f);
+  net.bindGradient(0, again);
+  EXPECT_EQ(again, twice);
 }
 
 TEST(MlpTest, LossAndAccuracyOnKnownLogits) {

@@ -71,6 +71,14 @@ void Mlp::bindGradient(size_t i, std::span<float> storage) {
   ownedGrads_[i].shrink_to_fit();
 }
 
+void Mlp::unbindGradients() {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!ownedGrads_[i].empty()) continue;  // never bound
+    ownedGrads_[i].assign(grads_[i], grads_[i] + params_[i].size());
+    grads_[i] = ownedGrads_[i].data();
+  }
+}
+
 const float* Mlp::forward(const float* x, size_t batch) {
   batch_ = batch;
   const float* input = x;

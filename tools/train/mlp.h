@@ -20,7 +20,8 @@
 // in which gradient buckets are formed.
 //
 // Threads: not thread-safe; one Mlp per rank, used by one thread. Gradient storage bound
-// with bindGradient() must outlive the Mlp's use of it.
+// with bindGradient() must outlive the Mlp's use of it: call unbindGradients() before
+// freeing it (a GradSync replaced when the world changes).
 #pragma once
 
 #include <cstddef>
@@ -57,6 +58,9 @@ class Mlp {
   // Backward writes parameter i's gradient into `storage` from now on; the current
   // gradient is copied there first. storage.size() must equal param(i).size().
   void bindGradient(size_t i, std::span<float> storage);
+  // Every bound gradient goes back to storage the Mlp owns, its current values copied:
+  // the storage bindGradient() was given may be freed afterwards.
+  void unbindGradients();
 
   // Gradient blocks in parameter order; `ready` receives indices into this list.
   const std::vector<GradBlock>& gradBlocks() const { return blocks_; }

@@ -84,7 +84,8 @@ void Trainer::buildSync(bool broadcastWeights) {
   options.bucketCapBytes = static_cast<size_t>(config_.bucketMb * (1 << 20));
   if (options.bucketCapBytes == 0) options.bucketCapBytes = 1;
   options.firstBucketCapBytes = std::min(options.firstBucketCapBytes, options.bucketCapBytes);
-  sync_.reset();  // its worker is the only other user of a communicator
+  model_.unbindGradients();  // they live in the GradSync's arena, freed with it
+  sync_.reset();              // its worker is the only other user of a communicator
   sync_ = std::make_unique<GradSync>(*comm_, std::move(entries), options);
 
   blockOfParam_.assign(model_.numParams(), 0);
@@ -308,7 +309,8 @@ EpochStats Trainer::continueEpoch() {
 }
 
 void Trainer::changeWorld(std::unique_ptr<Communicator> next) {
-  sync_.reset();  // its worker used the previous communicator
+  model_.unbindGradients();  // they live in the GradSync's arena, freed with it
+  sync_.reset();              // its worker used the previous communicator
   comm_ = &elastic_->adopt(std::move(next));
   buildSync(/*broadcastWeights=*/false);
   agreeOnState();
