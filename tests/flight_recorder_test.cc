@@ -72,12 +72,6 @@ std::string readFile(const std::string& path) {
   return s.str();
 }
 
-size_t countOf(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
 RunResult analyse(const std::string& dir) {
   return runShell(fmt::format("timeout -k 5 60 /usr/bin/python3 {}/tools/gyre_trace.py {}",
                               GYRE_SOURCE_DIR, dir));

@@ -25,6 +25,14 @@ struct RunResult {
 
 inline std::string binary(const char* name) { return std::string(GYRE_BIN_DIR) + "/" + name; }
 
+// How many times `what` occurs in `text` (overlapping occurrences counted): for the
+// lines a program's output must hold exactly once.
+inline size_t countOf(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 inline RunResult runShell(const std::string& shellCommand) {
   char errPath[] = "/tmp/gyre_test_stderr.XXXXXX";
   int fd = ::mkstemp(errPath);

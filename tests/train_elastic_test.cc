@@ -19,12 +19,6 @@ namespace {
 
 const std::string kData = "/usr/share/datasets/fashion-mnist";
 
-size_t countOf(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
 double finalAccuracy(const std::string& out) {
   std::smatch m;
   if (!std::regex_search(out, m, std::regex("# final test_acc ([0-9.]+)"))) return -1;
