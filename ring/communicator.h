@@ -165,8 +165,10 @@ class GYRE_API Communicator {
   // its checks refuse issues none); unnamed ones have none.
   void nameNextCall(std::string_view name);
 
-  // Ends pending and later operations with kAborted and tells the other ranks (their
-  // pending and later calls fail naming this abort). Any thread, any time; idempotent.
+  // Ends pending and later operations with kAborted and tells the other ranks: a peer's
+  // pending operation fails naming this abort when it waits on a pipe from this rank (one
+  // waiting only on others ends as those do), and its later ones fail at once. Any
+  // thread, any time; idempotent.
   void abort();
 
   // ncclCommRevoke: as abort(), and the errors say so (Error::cause() is kRevoked): every

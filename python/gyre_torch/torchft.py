@@ -24,8 +24,9 @@ changes, every collective through it, ``errored()`` before each commit, and ``ab
   * else creates a new communicator through the new store (a restarted or new replica
     group joins this way: see "Why no grow" below). Creation is tens of milliseconds.
   ``last_configure`` says which it was and how long it took.
-- ``abort()`` returns at once: gyre's abort ends every pending operation with an error
-  and tells the other ranks, without waiting for anyone.
+- ``abort()`` returns at once: gyre's abort ends every pending operation here with an
+  error, without waiting for anyone, and tells the other ranks (a peer's operation that
+  waits on this rank fails naming the abort; their later ones fail at once).
 - ``errored()``: the error of an abort or of a failed all-reduce, or the last failure
   gyre recorded on the communicator (a peer that died, a stall past the timeout), else
   None.
