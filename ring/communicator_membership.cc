@@ -216,7 +216,8 @@ std::unique_ptr<Communicator::Impl> Communicator::Impl::joinGrow(std::shared_ptr
       fail(ErrorCode::kTimeout,
            "joinGrow: no grow through the store at {} took this process within {:.0f} s "
            "(GYRE_JOIN_TIMEOUT; {} grow(s) done meanwhile): the existing ranks must call grow(), "
-           "by as many ranks as waitingNewcomers() says",
+           "by as many ranks as waitingNewcomers() says; if every one of them has exited (the "
+           "launcher's output names each rank that failed), none is left to grow this one in",
            describeStore(*store), options.joinTimeout.count() / 1000.0, meet->add("generation", 0));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));

@@ -475,6 +475,31 @@ TEST(Grow, ANewcomerNotTakenWaitsForTheNextGrow) {
   for (const Outcome& o : newcomers.join(30)) EXPECT_TRUE(o.ok) << testing::describe(o);
 }
 
+// A newcomer that no grow takes (no communicator on the store, as when every rank of
+// the job's world died while it started) fails at GYRE_JOIN_TIMEOUT, with kTimeout and a
+// message that names the setting and says what may have happened.
+TEST(Grow, ANewcomerNoGrowTakesFailsAtTheJoinTimeout) {
+  const TestStore ts("growalone");
+  Options o = shrinkOptions(ts.token);
+  o.joinTimeout = 1s;
+  std::shared_ptr<Store> store = connectStore("127.0.0.1", ts.port, 5, o);
+  const auto start = Clock::now();
+  try {
+    Communicator::joinGrow(store, o, "127.0.0.1");
+    ADD_FAILURE() << "joinGrow returned with no grow on the store";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kTimeout) << e.what();
+    const std::string what = e.what();
+    EXPECT_NE(what.find("took this process within 1 s (GYRE_JOIN_TIMEOUT; 0 grow(s)"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("if every one of them has exited"), std::string::npos) << what;
+  }
+  const double s = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_GE(s, 0.9);
+  EXPECT_LT(s, 10.0);
+}
+
 // Survivors that pass different sets never both go on: ranks 0 and 1 exclude rank 3,
 // rank 2 excludes rank 1 and proposes first, so its set is the decision. Ranks 0 and 1
 // fail naming both sets; rank 2 starts the communicator of ranks 0, 2 and 3, which fails
