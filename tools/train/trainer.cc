@@ -84,8 +84,7 @@ void Trainer::buildSync(bool broadcastWeights) {
   options.bucketCapBytes = static_cast<size_t>(config_.bucketMb * (1 << 20));
   if (options.bucketCapBytes == 0) options.bucketCapBytes = 1;
   options.firstBucketCapBytes = std::min(options.firstBucketCapBytes, options.bucketCapBytes);
-  model_.unbindGradients();  // they live in the GradSync's arena, freed with it
-  sync_.reset();              // its worker is the only other user of a communicator
+  dropSync();
   sync_ = std::make_unique<GradSync>(*comm_, std::move(entries), options);
 
   blockOfParam_.assign(model_.numParams(), 0);
@@ -308,9 +307,13 @@ EpochStats Trainer::continueEpoch() {
   return e;
 }
 
-void Trainer::changeWorld(std::unique_ptr<Communicator> next) {
+void Trainer::dropSync() {
   model_.unbindGradients();  // they live in the GradSync's arena, freed with it
-  sync_.reset();              // its worker used the previous communicator
+  sync_.reset();             // its worker is the only other user of the communicator
+}
+
+void Trainer::changeWorld(std::unique_ptr<Communicator> next) {
+  dropSync();  // before the previous communicator goes
   comm_ = &elastic_->adopt(std::move(next));
   buildSync(/*broadcastWeights=*/false);
   agreeOnState();

@@ -139,6 +139,8 @@ class Trainer {
   void trainStep();
   // Builds the GradSync over comm_ and binds the model's gradients to its arena.
   void buildSync(bool broadcastWeights);
+  // Ends the GradSync, the model's gradients moved out of its arena first.
+  void dropSync();
   // Elastic: makes `next` the communicator and agrees on the state (joinRunning's part).
   void changeWorld(std::unique_ptr<Communicator> next);
   void agreeOnState();
