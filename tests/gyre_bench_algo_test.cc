@@ -3,6 +3,8 @@
 // pick and its ratio printed. Every run is under `timeout`.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "tests/gyre_bench_harness.h"
 
 namespace {
@@ -126,7 +128,7 @@ TEST_F(GyreBenchTest, CompareAlgosInterleavesRingTreeAndAuto) {
     gyre::Options autoOptions = gyre::Options::fromEnvironment();
     autoOptions.algo = gyre::AllReduceAlgo::kAuto;
     double worst = 0;
-    size_t worstBytes = 0;
+    std::vector<size_t> worstSizes;  // every size whose printed ratio is the largest
     for (size_t i = 0; i < sizes.size(); ++i) {
       auto& kv = lines[i];
       SCOPED_TRACE("bytes " + std::to_string(sizes[i]));
@@ -155,17 +157,21 @@ TEST_F(GyreBenchTest, CompareAlgosInterleavesRingTreeAndAuto) {
       EXPECT_NEAR(ratio, autoUs / best, slack) << r.out;
       if (i == 0 || ratio > worst) {
         worst = ratio;
-        worstBytes = sizes[i];
+        worstSizes.clear();
       }
+      if (ratio == worst) worstSizes.push_back(sizes[i]);
     }
     auto& last = lines.back();
     EXPECT_EQ(r.out.find("compare: worst auto/best="), r.out.rfind("compare: ")) << r.out;
     ASSERT_EQ(last.count("auto/best"), 1u) << r.out;
     ASSERT_EQ(last.count("bytes"), 1u) << r.out;
     EXPECT_EQ(last["wrong"], "0") << r.out;
-    // The worst line names the largest printed ratio (ties: the first such size).
+    // The worst line names the largest ratio. The bench compares unrounded ratios, so
+    // where two print the same (1.069 and 1.071 both print 1.07) either size may be named.
     EXPECT_EQ(std::stod(last["auto/best"]), worst) << r.out;
-    EXPECT_EQ(std::stoull(last["bytes"]), worstBytes) << r.out;
+    EXPECT_NE(std::find(worstSizes.begin(), worstSizes.end(), std::stoull(last["bytes"])),
+              worstSizes.end())
+        << r.out;
   }
   // One rank has nothing to compare: a usage error before any collective.
   RunResult r = runBench(1, "--compare-algos -b 8 -e 8");
