@@ -98,6 +98,19 @@ gyreResult_t allToAll(const void* sendbuff, void* recvbuff, size_t count, int da
   });
 }
 
+gyreResult_t allToAllv(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls,
+                       void* recvbuff, const size_t* recvcounts, const size_t* rdispls,
+                       int datatype, gyreComm* comm, gyreRequest_t* request, const char* fn) {
+  return issue(comm, request, fn, [&](gyre::Communicator& c, bool async) {
+    auto dtype = toDataType(datatype, c);
+    if (async) {
+      return c.allToAllvAsync(sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls, dtype);
+    }
+    c.allToAllv(sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls, dtype);
+    return gyre::Work();
+  });
+}
+
 gyreResult_t send(const void* sendbuff, size_t count, int datatype, int peer, gyreComm* comm,
                   gyreRequest_t* request, const char* fn) {
   return issue(comm, request, fn, [&](gyre::Communicator& c, bool async) {
@@ -207,6 +220,23 @@ gyreResult_t gyreAllToAllAsync(const void* sendbuff, void* recvbuff, size_t coun
   const char* fn = "gyreAllToAllAsync";
   if (requestMissing(comm, request, fn)) return gyreInvalidArgument;
   return allToAll(sendbuff, recvbuff, count, raw(datatype), comm, request, fn);
+}
+
+gyreResult_t gyreAllToAllv(const void* sendbuff, const size_t sendcounts[], const size_t sdispls[],
+                           void* recvbuff, const size_t recvcounts[], const size_t rdispls[],
+                           gyreDataType_t datatype, gyreComm_t comm) {
+  return allToAllv(sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls, raw(datatype),
+                   comm, nullptr, "gyreAllToAllv");
+}
+
+gyreResult_t gyreAllToAllvAsync(const void* sendbuff, const size_t sendcounts[],
+                                const size_t sdispls[], void* recvbuff, const size_t recvcounts[],
+                                const size_t rdispls[], gyreDataType_t datatype, gyreComm_t comm,
+                                gyreRequest_t* request) {
+  const char* fn = "gyreAllToAllvAsync";
+  if (requestMissing(comm, request, fn)) return gyreInvalidArgument;
+  return allToAllv(sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls, raw(datatype),
+                   comm, request, fn);
 }
 
 gyreResult_t gyreSend(const void* sendbuff, size_t count, gyreDataType_t datatype, int peer,

@@ -198,6 +198,14 @@ gyreResult_t gyreReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
 /* Block p (count elements) of sendbuff goes to rank p; block p of recvbuff comes from p. */
 gyreResult_t gyreAllToAll(const void* sendbuff, void* recvbuff, size_t count,
                           gyreDataType_t datatype, gyreComm_t comm);
+/* A size per peer (MPI_Alltoallv): sendcounts[p] elements at element offset sdispls[p] of
+ * sendbuff go to rank p; recvcounts[p] elements from rank p land at rdispls[p] of
+ * recvbuff. Arrays of nranks entries, copied before the call returns; NULL displacements:
+ * packed in rank order. recvcounts[p] must equal what p sends here (gyreMismatch naming
+ * both otherwise); the receive blocks must not overlap each other or the send blocks. */
+gyreResult_t gyreAllToAllv(const void* sendbuff, const size_t sendcounts[], const size_t sdispls[],
+                           void* recvbuff, const size_t recvcounts[], const size_t rdispls[],
+                           gyreDataType_t datatype, gyreComm_t comm);
 /* The receiver's count and datatype must match the sender's (gyreMismatch otherwise). A
  * send larger than the pipe (GYRE_SLOTS x GYRE_SLOT_BYTES) finishes only once the peer
  * receives. Operations run one at a time in issue order, async ones too, so ranks that
@@ -238,6 +246,10 @@ gyreResult_t gyreReduceScatterAsync(const void* sendbuff, void* recvbuff, size_t
                                     gyreRequest_t* request);
 gyreResult_t gyreAllToAllAsync(const void* sendbuff, void* recvbuff, size_t count,
                                gyreDataType_t datatype, gyreComm_t comm, gyreRequest_t* request);
+gyreResult_t gyreAllToAllvAsync(const void* sendbuff, const size_t sendcounts[],
+                                const size_t sdispls[], void* recvbuff, const size_t recvcounts[],
+                                const size_t rdispls[], gyreDataType_t datatype, gyreComm_t comm,
+                                gyreRequest_t* request);
 gyreResult_t gyreSendAsync(const void* sendbuff, size_t count, gyreDataType_t datatype, int peer,
                            gyreComm_t comm, gyreRequest_t* request);
 gyreResult_t gyreRecvAsync(void* recvbuff, size_t count, gyreDataType_t datatype, int peer,

@@ -24,4 +24,25 @@ void pairwiseAllToAll(const PrimitiveContext& base, const PeerPipes& pipes, int 
   }
 }
 
+void pairwiseAllToAllv(const PrimitiveContext& base, const PeerPipes& pipes, int rank, int size,
+                       const CollectiveCall& call, const PeerBlocks& blocks, const void* sendbuf,
+                       void* recvbuf) {
+  const size_t elem = dtypeSize(call.dtype);
+  const auto* in = static_cast<const std::byte*>(sendbuf);
+  auto* out = static_cast<std::byte*>(recvbuf);
+  const size_t own = blocks.sendCounts[rank] * elem;
+  if (own && base.moveBytes) {
+    copy2(out + blocks.recvDispls[rank] * elem, nullptr, in + blocks.sendDispls[rank] * elem, own);
+  }
+  CollectiveCall send = call, recv = call;
+  for (int k = 1; k < size; ++k) {
+    const int to = (rank + k) % size;
+    const int from = (rank - k + size) % size;
+    send.count = blocks.sendCounts[to];
+    recv.count = blocks.recvCounts[from];
+    sendRecv(base, pipes, send, to, in + blocks.sendDispls[to] * elem, recv, from,
+             out + blocks.recvDispls[from] * elem);
+  }
+}
+
 }  // namespace gyre

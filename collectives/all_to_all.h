@@ -17,4 +17,13 @@ namespace gyre {
 void pairwiseAllToAll(const PrimitiveContext& base, const PeerPipes& pipes, int rank, int size,
                       const CollectiveCall& call, const void* sendbuf, void* recvbuf);
 
+// The same with a size per peer (blocks: alltoallv's layout, in elements): sendRecv of
+// blocks.sendCounts[to] to rank + k and blocks.recvCounts[from] from rank - k in step k.
+// Each direction's Tag carries its own count, so a receiver that expects another size
+// than its peer sends fails with kMismatch before a byte is written. The own block is
+// copied (the communicator checked that its send and receive counts agree).
+void pairwiseAllToAllv(const PrimitiveContext& base, const PeerPipes& pipes, int rank, int size,
+                       const CollectiveCall& call, const PeerBlocks& blocks, const void* sendbuf,
+                       void* recvbuf);
+
 }  // namespace gyre

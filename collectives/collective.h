@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/types.h"
 #include "transport/pipe.h"
@@ -22,6 +23,7 @@ enum class CollectiveKind : uint8_t {
   kReduceScatter = 6,
   kSendRecv = 7,  // point to point; seq counts the calls between the two ranks only
   kAllToAll = 8,
+  kAllToAllv = 9,  // a count per peer; count = the elements this rank sends in all
 };
 
 const char* collectiveName(CollectiveKind kind);
@@ -40,6 +42,13 @@ struct CollectiveCall {
   uint32_t seq = 0;
 
   Tag tag() const;
+};
+
+// All-to-all with a size per peer (alltoallv): sendCounts[p] elements at element offset
+// sendDispls[p] of sendbuf go to rank p; recvCounts[p] elements from rank p land at
+// recvDispls[p] of recvbuf. One entry per rank of the communicator.
+struct PeerBlocks {
+  std::vector<size_t> sendCounts, sendDispls, recvCounts, recvDispls;
 };
 
 std::string describe(const CollectiveCall& call);

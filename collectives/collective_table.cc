@@ -88,6 +88,10 @@ constexpr CollectiveRow kCollectives[] = {
      [](const ScheduleArgs& a) {
        pairwiseAllToAll(a.ring, a.pipes, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
      }},
+    {CollectiveKind::kAllToAllv, "alltoallv", BufferShape::kPerPeerSized, false,
+     [](const ScheduleArgs& a) {
+       pairwiseAllToAllv(a.ring, a.pipes, a.rank, a.size, a.call, *a.blocks, a.sendbuf, a.recvbuf);
+     }},
 };
 
 }  // namespace

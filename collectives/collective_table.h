@@ -29,6 +29,7 @@ struct ScheduleArgs {
   const CollectiveCall& call;
   const void* sendbuf;
   void* recvbuf;
+  const PeerBlocks* blocks = nullptr;  // alltoallv's layout; null for every other kind
 };
 using Schedule = void (*)(const ScheduleArgs&);
 
@@ -41,6 +42,7 @@ enum class BufferShape {
   kGather,        // recvbuf: size shares of count; sendbuf: this rank's share, or disjoint
   kScatter,       // sendbuf: size shares of count; recvbuf: this rank's share, or disjoint
   kPerPeer,       // both size shares of count (one per peer), disjoint
+  kPerPeerSized,  // a block per peer, each of its own size (PeerBlocks), disjoint
   kPointToPoint,  // send/recv: the communicator's point-to-point path, not a schedule
 };
 

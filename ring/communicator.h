@@ -123,6 +123,21 @@ class GYRE_API Communicator {
   void allToAll(const void* sendbuf, void* recvbuf, size_t count, DataType dtype);
   Work allToAllAsync(const void* sendbuf, void* recvbuf, size_t count, DataType dtype);
 
+  // All-to-all with a size per peer (MPI_Alltoallv; what torch's all_to_all with uneven
+  // splits is): sendCounts[p] elements at element offset sendDispls[p] of sendbuf go to
+  // rank p, and recvCounts[p] elements from rank p land at recvDispls[p] of recvbuf.
+  // Each array has size() entries; a null displacement array means the blocks are packed
+  // in rank order (offsets are the running sums of the counts). The arrays are copied
+  // before the call returns. recvCounts[p] must equal what rank p sends here (kMismatch
+  // naming both otherwise, never a truncated block); sendCounts[rank] must equal
+  // recvCounts[rank]; the receive blocks must not overlap each other, nor the bytes the
+  // send blocks span overlap those the receive blocks span (kInvalidArgument).
+  void allToAllv(const void* sendbuf, const size_t* sendCounts, const size_t* sendDispls,
+                 void* recvbuf, const size_t* recvCounts, const size_t* recvDispls, DataType dtype);
+  Work allToAllvAsync(const void* sendbuf, const size_t* sendCounts, const size_t* sendDispls,
+                      void* recvbuf, const size_t* recvCounts, const size_t* recvDispls,
+                      DataType dtype);
+
   // Point to point with `peer` (not this rank): the receiver's count and dtype must match
   // the sender's (kMismatch otherwise). A send of more than the pipe holds (GYRE_SLOTS x
   // GYRE_SLOT_BYTES) finishes only once the receiver has called recv. Operations run one
@@ -234,6 +249,9 @@ class GYRE_API Communicator {
   Work sendIssue(bool async, const void* buf, size_t count, DataType dtype, int peer);
   Work recvIssue(bool async, void* buf, size_t count, DataType dtype, int peer);
   Work barrierIssue(bool async);
+  Work allToAllvIssue(bool async, const void* sendbuf, const size_t* sendCounts,
+                      const size_t* sendDispls, void* recvbuf, const size_t* recvCounts,
+                      const size_t* recvDispls, DataType dtype);
   std::unique_ptr<Impl> impl_;
 };
 

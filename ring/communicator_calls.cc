@@ -1,7 +1,10 @@
 #include "ring/communicator.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <memory>
+#include <utility>
 
 #include "base/error.h"
 #include "collectives/schedule_math.h"
@@ -103,7 +106,9 @@ void Communicator::Impl::checkCall(const CollectiveRow& row, const void* sendbuf
   if (rooted(row.shape)) checkRoot(what, root);
   switch (row.shape) {
     case BufferShape::kNone:
-    case BufferShape::kPointToPoint: return;
+    case BufferShape::kPointToPoint:
+    case BufferShape::kPerPeerSized:
+      return;  // alltoallv: checkBlocks
     case BufferShape::kOneBuffer: return validate(what, recvbuf, recvbuf, count, dtype, op);
     case BufferShape::kWhole:
       validate(what, sendbuf, recvbuf, count, dtype, op);
@@ -199,6 +204,115 @@ void Communicator::allToAll(const void* sendbuf, void* recvbuf, size_t count, Da
 Work Communicator::allToAllAsync(const void* sendbuf, void* recvbuf, size_t count,
                                  DataType dtype) {
   return issue(true, CollectiveKind::kAllToAll, sendbuf, recvbuf, count, dtype);
+}
+
+PeerBlocks Communicator::Impl::checkBlocks(const void* sendbuf, const size_t* sendCounts,
+                                           const size_t* sendDispls, const void* recvbuf,
+                                           const size_t* recvCounts, const size_t* recvDispls,
+                                           DataType dtype) const {
+  const char* what = "alltoallv";
+  validate(what, sendbuf, recvbuf, 0, dtype, ReduceOp::kSum);
+  if (sendCounts == nullptr || recvCounts == nullptr) {
+    fail(ErrorCode::kInvalidArgument, "rank {}: {}: null {} (one count per rank is needed)", rank_,
+         what, sendCounts ? "recvCounts" : "sendCounts");
+  }
+  const size_t elem = dtypeSize(dtype);
+  const size_t limit = (std::numeric_limits<size_t>::max() / 2) / elem;
+  const auto n = static_cast<size_t>(size_);
+  PeerBlocks b;
+  // One side's arrays as blocks; returns the elements it spans ([lo, hi), lo > hi when
+  // every count is 0).
+  auto take = [&](const char* side, const size_t* counts, const size_t* displs,
+                  std::vector<size_t>& c, std::vector<size_t>& d, const void* buf) {
+    c.assign(counts, counts + n);
+    d.resize(n);
+    size_t at = 0, lo = limit, hi = 0;
+    for (size_t p = 0; p < n; ++p) {
+      d[p] = displs ? displs[p] : at;
+      if (c[p] > limit || d[p] > limit - c[p]) {
+        fail(ErrorCode::kInvalidArgument,
+             "rank {}: {}: {} block for rank {} (count {}, displacement {}) is too large", rank_,
+             what, side, p, c[p], d[p]);
+      }
+      at = d[p] + c[p];
+      if (c[p] == 0) continue;
+      lo = std::min(lo, d[p]);
+      hi = std::max(hi, d[p] + c[p]);
+    }
+    if (hi > 0 && buf == nullptr) {
+      fail(ErrorCode::kInvalidArgument, "rank {}: {}: null {}buf with {} elements to move", rank_,
+           what, side, hi - lo);
+    }
+    return std::pair<size_t, size_t>(lo, hi);
+  };
+  const auto [sendLo, sendHi] =
+      take("send", sendCounts, sendDispls, b.sendCounts, b.sendDispls, sendbuf);
+  const auto [recvLo, recvHi] =
+      take("recv", recvCounts, recvDispls, b.recvCounts, b.recvDispls, recvbuf);
+  if (b.sendCounts[rank_] != b.recvCounts[rank_]) {
+    fail(ErrorCode::kInvalidArgument,
+         "rank {}: {}: this rank sends itself {} elements but receives {} from itself (the "
+         "two counts for rank {} must be equal)",
+         rank_, what, b.sendCounts[rank_], b.recvCounts[rank_], rank_);
+  }
+  // Receive blocks may not share an element: sorted by offset, each ends before the next.
+  std::vector<size_t> order;
+  for (size_t p = 0; p < n; ++p) {
+    if (b.recvCounts[p] > 0) order.push_back(p);
+  }
+  std::sort(order.begin(), order.end(),
+            [&](size_t x, size_t y) { return b.recvDispls[x] < b.recvDispls[y]; });
+  for (size_t i = 1; i < order.size(); ++i) {
+    const size_t p = order[i - 1], q = order[i];
+    if (b.recvDispls[p] + b.recvCounts[p] > b.recvDispls[q]) {
+      fail(ErrorCode::kInvalidArgument,
+           "rank {}: {}: the receive blocks from ranks {} and {} overlap (elements [{}, {}) "
+           "and [{}, {}))",
+           rank_, what, p, q, b.recvDispls[p], b.recvDispls[p] + b.recvCounts[p], b.recvDispls[q],
+           b.recvDispls[q] + b.recvCounts[q]);
+    }
+  }
+  if (sendHi > sendLo && recvHi > recvLo) {
+    const auto* s = static_cast<const std::byte*>(sendbuf) + sendLo * elem;
+    const auto* r = static_cast<const std::byte*>(recvbuf) + recvLo * elem;
+    if (overlaps(s, (sendHi - sendLo) * elem, r, (recvHi - recvLo) * elem)) {
+      fail(ErrorCode::kInvalidArgument,
+           "rank {}: {}: the bytes the send blocks span overlap those the receive blocks span "
+           "(no in-place form)",
+           rank_, what);
+    }
+  }
+  return b;
+}
+
+void Communicator::allToAllv(const void* sendbuf, const size_t* sendCounts,
+                             const size_t* sendDispls, void* recvbuf, const size_t* recvCounts,
+                             const size_t* recvDispls, DataType dtype) {
+  allToAllvIssue(false, sendbuf, sendCounts, sendDispls, recvbuf, recvCounts, recvDispls, dtype);
+}
+
+Work Communicator::allToAllvAsync(const void* sendbuf, const size_t* sendCounts,
+                                  const size_t* sendDispls, void* recvbuf, const size_t* recvCounts,
+                                  const size_t* recvDispls, DataType dtype) {
+  return allToAllvIssue(true, sendbuf, sendCounts, sendDispls, recvbuf, recvCounts, recvDispls,
+                        dtype);
+}
+
+Work Communicator::allToAllvIssue(bool async, const void* sendbuf, const size_t* sendCounts,
+                                  const size_t* sendDispls, void* recvbuf, const size_t* recvCounts,
+                                  const size_t* recvDispls, DataType dtype) {
+  auto blocks = std::make_shared<const PeerBlocks>(
+      impl_->checkBlocks(sendbuf, sendCounts, sendDispls, recvbuf, recvCounts, recvDispls, dtype));
+  size_t total = 0;  // what the flight recorder and timeline name (saturating)
+  for (size_t c : blocks->sendCounts) {
+    total = c > std::numeric_limits<size_t>::max() - total ? std::numeric_limits<size_t>::max()
+                                                           : total + c;
+  }
+  CollectiveCall call = makeCall(CollectiveKind::kAllToAllv, total, dtype);
+  Impl* impl = impl_.get();
+  return impl->issueRecorded(async, call, -1, [=](uint64_t record) {
+    impl->run(call, sendbuf, recvbuf, record, blocks.get());
+  });
 }
 
 void Communicator::send(const void* buf, size_t count, DataType dtype, int peer) {

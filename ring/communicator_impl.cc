@@ -157,7 +157,7 @@ Communicator::Impl::~Impl() {
 }
 
 void Communicator::Impl::run(CollectiveCall call, const void* sendbuf, void* recvbuf,
-                             uint64_t record) {
+                             uint64_t record, const PeerBlocks* blocks) {
   if (aborted_.load()) {
     recorder_->refused(record, seq_.load());
     failAborted(call, seq_.load());
@@ -166,9 +166,9 @@ void Communicator::Impl::run(CollectiveCall call, const void* sendbuf, void* rec
   // In the tag: ranks that chose differently fail with a mismatch.
   if (size_ > 1) call.algo = callAlgorithm(options_, call, topology_, pipes_.allShm, cost_);
   execute(call, record, [&] {
-    if (size_ == 1) return runSingle(call, sendbuf, recvbuf);
+    if (size_ == 1) return runSingle(call, sendbuf, recvbuf, blocks);
     runSchedule(
-        ScheduleArgs{ring_, peerPipes_, topology_, rank_, size_, call, sendbuf, recvbuf});
+        ScheduleArgs{ring_, peerPipes_, topology_, rank_, size_, call, sendbuf, recvbuf, blocks});
   });
 }
 
@@ -314,11 +314,16 @@ void Communicator::Impl::abortFromUser(bool revoke) {
 }
 
 // One rank: every collective is a local copy of one share (avg of one value included).
-void Communicator::Impl::runSingle(const CollectiveCall& call, const void* sendbuf,
-                                   void* recvbuf) {
+void Communicator::Impl::runSingle(const CollectiveCall& call, const void* sendbuf, void* recvbuf,
+                                   const PeerBlocks* blocks) {
   const CollectiveRow& row = collectiveRow(call.kind);
   const size_t bytes = call.count * dtypeSize(call.dtype);
   if (bytes == 0 || recvbuf == nullptr) return;
+  if (blocks) {  // alltoallv: the one block, from its send offset to its receive offset
+    const size_t elem = dtypeSize(call.dtype);
+    return copy2(static_cast<std::byte*>(recvbuf) + blocks->recvDispls[0] * elem, nullptr,
+                 static_cast<const std::byte*>(sendbuf) + blocks->sendDispls[0] * elem, bytes);
+  }
   if (row.shape == BufferShape::kNone || row.shape == BufferShape::kOneBuffer) return;
   if (row.reduces && call.op == ReduceOp::kAvg) {
     scaleCopy(recvbuf, nullptr, sendbuf, call.count, call.dtype, 1);

@@ -60,7 +60,9 @@ class Communicator::Impl {
 
   // Executing thread (the queue's). A collective; numbered on the communicator's sequence.
   // `record`: its flight recorder entry (issue() made it).
-  void run(CollectiveCall call, const void* sendbuf, void* recvbuf, uint64_t record);
+  // `blocks`: alltoallv's layout (null for every other kind).
+  void run(CollectiveCall call, const void* sendbuf, void* recvbuf, uint64_t record,
+           const PeerBlocks* blocks = nullptr);
   // The all-reduce algorithm a call of `bytes` runs with (the same on every rank).
   AllReduceAlgo chooseAlgorithm(size_t bytes) const;
   // Point to point: numbered per ordered pair of ranks, not on the communicator's sequence.
@@ -104,6 +106,11 @@ class Communicator::Impl {
   void validate(const char* what, const void* sendbuf, const void* recvbuf, size_t count,
                 DataType dtype, ReduceOp op) const;
   void checkPeer(const char* what, int peer) const;
+  // alltoallv's arrays (one entry per rank; null displacements: packed) as PeerBlocks,
+  // after the checks Communicator::allToAllv names; kInvalidArgument otherwise.
+  PeerBlocks checkBlocks(const void* sendbuf, const size_t* sendCounts, const size_t* sendDispls,
+                         const void* recvbuf, const size_t* recvCounts, const size_t* recvDispls,
+                         DataType dtype) const;
 
   // The new communicator of this rank's color, or null for a negative color (collective
   // over this one; ring/communicator_impl.cc says how the ranks agree).
@@ -135,7 +142,8 @@ class Communicator::Impl {
   void finishCreation(Join& join);
   template <typename Body>
   void execute(const CollectiveCall& call, uint64_t record, Body&& body);
-  void runSingle(const CollectiveCall& call, const void* sendbuf, void* recvbuf);
+  void runSingle(const CollectiveCall& call, const void* sendbuf, void* recvbuf,
+                 const PeerBlocks* blocks);
   [[noreturn]] void failAborted(CollectiveCall call, uint32_t seq);
   // The cause an operation's failure carries: kRevoked once revoke() was called.
   ErrorCause abortCause() const {

@@ -616,6 +616,17 @@ static void test_bad_arguments(gyreComm_t comm) {
   BAD(gyreReduceScatter(NULL, buf, 2, gyreInt32, gyreSum, comm), comm);
   BAD(gyreReduceScatter(big, buf, 2, gyreInt32, (gyreRedOp_t)-3, comm), comm);
   BAD(gyreAllToAll(big, NULL, 2, gyreInt32, comm), comm);
+  {
+    size_t counts[NRANKS] = {0}, other[NRANKS] = {0};
+    counts[g_rank] = 1; /* sends itself 1 element, receives 0 from itself */
+    BAD(gyreAllToAllv(big, counts, NULL, buf, other, NULL, gyreInt32, comm), comm);
+    expect_message(comm, "from itself");
+    BAD(gyreAllToAllv(big, NULL, NULL, buf, other, NULL, gyreInt32, comm), comm);
+    expect_message(comm, "sendCounts");
+    other[g_rank] = 1;
+    BAD(gyreAllToAllv(big, counts, NULL, NULL, other, NULL, gyreInt32, comm), comm);
+    BAD(gyreAllToAllvAsync(big, counts, NULL, buf, other, NULL, gyreInt32, comm, NULL), comm);
+  }
   BAD(gyreSend(buf, 4, gyreInt32, g_rank, comm), comm);
   expect_message(comm, "peer");
   BAD(gyreSend(buf, 4, gyreInt32, n, comm), comm);
@@ -996,6 +1007,63 @@ static void test_alltoall(gyreComm_t comm) {
   }
 }
 
+/* alltoallv: rank `from` sends a2av_count(from, to, k) elements to rank `to` (0 for some
+ * pairs; over a pipe's worth in round 1). The sends are packed (NULL displacements); the
+ * receive blocks are placed in reverse rank order, so a block put at its sender's offset
+ * shows. Round 0 blocking float64, round 1 async int32. */
+static size_t a2av_count(int from, int to, int k) {
+  return (size_t)((from + 2 * to + k) % 5) * (k ? 2011 : 1);
+}
+
+static void test_alltoallv(gyreComm_t comm) {
+  const int n = comm_size(comm), me = comm_rank(comm);
+  int k, p;
+  size_t i;
+  for (k = 0; k < 2; ++k) {
+    const gyreDataType_t t = k ? gyreInt32 : gyreFloat64;
+    size_t scount[NRANKS], rcount[NRANKS], rdispl[NRANKS], stotal = 0, rtotal = 0, at = 0;
+    unsigned char *send, *recv;
+    gyreRequest_t req = NULL;
+    int ok, bad = 0;
+    for (p = 0; p < n; ++p) {
+      scount[p] = a2av_count(me, p, k);
+      rcount[p] = a2av_count(p, me, k);
+      stotal += scount[p];
+    }
+    for (p = n - 1; p >= 0; --p) {
+      rdispl[p] = rtotal;
+      rtotal += rcount[p];
+    }
+    send = alloc_buf(t, stotal);
+    recv = alloc_buf(t, rtotal);
+    for (p = 0; p < n; ++p) {
+      for (i = 0; i < scount[p]; ++i) put(t, send, at + i, a2a_value(me, p, i));
+      at += scount[p];
+    }
+    if (k) {
+      ok = OK(gyreAllToAllvAsync(send, scount, NULL, recv, rcount, rdispl, t, comm, &req), comm) &&
+           OK(gyreWait(req), comm);
+      gyreRequestFree(req);
+    } else {
+      ok = OK(gyreAllToAllv(send, scount, NULL, recv, rcount, rdispl, t, comm), comm);
+    }
+    for (p = 0; ok && !bad && p < n; ++p) {
+      for (i = 0; i < rcount[p]; ++i) {
+        if (get(t, recv, rdispl[p] + i) != a2a_value(p, me, i)) {
+          failf("alltoallv round %d: element %lu of the block from rank %d is %g, not %g", k,
+                (unsigned long)i, p, get(t, recv, rdispl[p] + i), a2a_value(p, me, i));
+          bad = 1;
+          break;
+        }
+      }
+    }
+    if (ok && !bad) guard_ok("alltoallv recvbuff", t, recv, rtotal);
+    free(send);
+    free(recv);
+    if (!ok) return;
+  }
+}
+
 static void test_sendrecv(gyreComm_t comm) {
   const int n = comm_size(comm), me = comm_rank(comm);
   const int right = (me + 1) % n, left = (me + n - 1) % n, partner = me ^ 1;
@@ -1162,6 +1230,7 @@ static int rank_main(int mode_env, const gyreUniqueId* id) {
   isolated(world, "allgather", test_allgather);
   isolated(world, "reducescatter", test_reducescatter);
   isolated(world, "alltoall", test_alltoall);
+  isolated(world, "alltoallv", test_alltoallv);
   isolated(world, "send/recv", test_sendrecv);
   g_section = "destroy";
   OK(gyreBarrier(world), world);

@@ -188,6 +188,23 @@ def check_movement(rank, world):
     dist.all_to_all_single(recv, send, out_splits, in_splits)
     want = torch.cat([torch.full((out_splits[r], 2), float(10 * r + rank)) for r in range(world)])
     equal(recv, want, "all_to_all_single uneven")
+    # Rank 0's parts are all equal (it passes None) while the others' are not: every rank
+    # still runs the same collective (one path for every all_to_all_single).
+    def rows(r, p):
+        return 2 if r == 0 or p == 0 else 1 + (r + p) % 3
+    in_splits = None if rank == 0 else [rows(rank, p) for p in range(world)]
+    out_splits = None if rank == 0 else [rows(r, rank) for r in range(world)]
+    send = torch.cat([torch.full((rows(rank, p), 3), float(100 * rank + p)) for p in range(world)])
+    recv = torch.zeros(sum(rows(r, rank) for r in range(world)), 3)
+    # Async behind an all-reduce that is still queued: issuing it does not wait for that.
+    big = torch.ones(1 << 18)
+    first = dist.all_reduce(big, async_op=True)
+    work = dist.all_to_all_single(recv, send, out_splits, in_splits, async_op=True)
+    work.wait()
+    first.wait()
+    want = torch.cat([torch.full((rows(r, rank), 3), float(100 * r + rank)) for r in range(world)])
+    equal(recv, want, "all_to_all_single, rank 0 even and the others uneven, async")
+    equal(big, torch.full((1 << 18,), float(world)), "all_reduce before the all_to_all_single")
     ins = [torch.full((p + 1,), rank * 10 + p, dtype=torch.int64) for p in range(world)]
     outs = [torch.zeros(rank + 1, dtype=torch.int64) for _ in range(world)]
     dist.all_to_all(outs, ins)

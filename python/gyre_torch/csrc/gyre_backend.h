@@ -127,12 +127,12 @@ class GyreBackend : public BackendBase {
   c10::intrusive_ptr<GyreWork> reduceByAllGather(
       c10d::OpType type, const std::string& what, const at::Tensor& input,
       const c10d::ReduceOp& op, std::function<void(const at::Tensor&)> deliver);
-  // The largest of `value` over the ranks (a blocking gyre all-reduce).
-  int64_t maxOverRanks(int64_t value, const char* what);
-  c10::intrusive_ptr<GyreWork> paddedAllToAll(const std::string& what,
-                                              std::vector<at::Tensor> sendParts,
-                                              std::vector<at::Tensor> recvParts,
-                                              std::function<void()> afterCopy);
+  // gyre's alltoallv of two contiguous host byte buffers (counts in bytes, packed in
+  // rank order), kept alive by the Work.
+  c10::intrusive_ptr<GyreWork> allToAllBytes(c10d::OpType type, const std::string& what,
+                                             const at::Tensor& send, std::vector<size_t> sendCounts,
+                                             const at::Tensor& recv,
+                                             std::vector<size_t> recvCounts);
 
   const c10::intrusive_ptr<c10d::Store> store_;
   const std::chrono::milliseconds timeout_;

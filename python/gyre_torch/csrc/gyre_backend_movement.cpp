@@ -277,44 +277,23 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::_reduce_scatter_base(
 
 // ---- All-to-all ---------------------------------------------------------------------------
 
-int64_t GyreBackend::maxOverRanks(int64_t value, const char* what) {
-  if (gyreAllReduce(&value, &value, 1, gyreInt64, gyreMax, comm_->comm) != gyreSuccess) {
-    throw std::runtime_error("gyre backend, rank " + std::to_string(rank_) + ": " + what +
-                             ": agreeing on the largest part failed: " + gyreGetLastError(nullptr));
-  }
-  return value;
-}
-
-// Uneven parts: every part is padded to the largest over all ranks (one small all-reduce
-// agrees on it), so that gyre's equal-block all-to-all carries them.
-c10::intrusive_ptr<GyreWork> GyreBackend::paddedAllToAll(const std::string& what,
-                                                         std::vector<at::Tensor> sendParts,
-                                                         std::vector<at::Tensor> recvParts,
-                                                         std::function<void()> afterCopy) {
-  int64_t largest = 0;
-  for (const at::Tensor& t : sendParts) largest = std::max<int64_t>(largest, bytesOf(t));
-  for (const at::Tensor& t : recvParts) largest = std::max<int64_t>(largest, bytesOf(t));
-  const int64_t block = maxOverRanks(largest, what.c_str());
-  at::Tensor sendBuf = at::empty({size_, block}, at::TensorOptions().dtype(at::kByte));
-  at::Tensor recvBuf = at::empty({size_, block}, at::TensorOptions().dtype(at::kByte));
-  for (int p = 0; p < size_; ++p) {
-    at::Tensor part = hostContiguous(sendParts[p]);
-    sendBuf[p].narrow(0, 0, bytesOf(part)).copy_(bytesView(part));
-  }
-  auto work = newWork(c10d::OpType::ALLTOALL, what);
+// Every all-to-all is gyre's alltoallv, in bytes: the sizes are this rank's own (the
+// split lists, or the tensors of the list form), nothing is agreed or padded first, and
+// a block whose size differs from what its receiver expects fails both with a mismatch
+// naming them. (One kind for every call, even or not: ranks whose own parts happen to be
+// even and ranks whose parts are not still run the same collective.)
+c10::intrusive_ptr<GyreWork> GyreBackend::allToAllBytes(c10d::OpType type, const std::string& what,
+                                                        const at::Tensor& send,
+                                                        std::vector<size_t> sendCounts,
+                                                        const at::Tensor& recv,
+                                                        std::vector<size_t> recvCounts) {
+  auto work = newWork(type, what);
   issue(*work, what, [&](gyreComm_t comm, gyreRequest_t* request) {
-    return gyreAllToAllAsync(sendBuf.data_ptr(), recvBuf.data_ptr(), block, gyreUint8, comm,
-                             request);
+    return gyreAllToAllvAsync(send.data_ptr(), sendCounts.data(), nullptr, recv.data_ptr(),
+                              recvCounts.data(), nullptr, gyreUint8, comm, request);
   });
-  work->keepAlive(sendBuf);
-  work->keepAlive(recvBuf);
-  work->addFinisher([recvParts, recvBuf, afterCopy]() mutable {
-    for (size_t p = 0; p < recvParts.size(); ++p) {
-      at::Tensor& dst = recvParts[p];  // contiguous host tensors (see the callers)
-      bytesView(dst).copy_(recvBuf[p].narrow(0, 0, bytesOf(dst)));
-    }
-    if (afterCopy) afterCopy();
-  });
+  work->keepAlive(send);
+  work->keepAlive(recv);
   return work;
 }
 
@@ -327,56 +306,41 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::alltoall_base(at::Tensor& output, at
   at::Tensor in = hostContiguous(input);
   at::Tensor out = hostContiguous(output);
   if (sameStorage(in, out)) out = at::empty_like(out);  // gyre's buffers must not overlap
-  auto copyBack = [output, out]() mutable {
+  // Parts are rows of dim 0 (torch's rule): an empty split list means equal parts.
+  auto byteCounts = [&](const at::Tensor& t, const std::vector<int64_t>& splits, const char* side) {
+    const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+    const size_t rowBytes = rows == 0 ? 0 : bytesOf(t) / rows;
+    std::vector<size_t> counts;
+    if (splits.empty()) {
+      if (rows % size_ != 0) {
+        throw std::invalid_argument("gyre: all_to_all_single: the " + std::string(side) + " has " +
+                                    std::to_string(rows) +
+                                    " rows, not divisible by the world size " +
+                                    std::to_string(size_) + " (pass split sizes)");
+      }
+      counts.assign(size_, rows / size_ * rowBytes);
+      return counts;
+    }
+    int64_t sum = 0;
+    for (int64_t n : splits) {
+      if (n < 0) throw std::invalid_argument("gyre: all_to_all_single: negative split size");
+      sum += n;
+      counts.push_back(n * rowBytes);
+    }
+    if (static_cast<int>(splits.size()) != size_ || sum != rows) {
+      throw std::invalid_argument(
+          "gyre: all_to_all_single: " + std::string(side) + " split sizes must be one per rank (" +
+          std::to_string(size_) + ") summing to dim 0 (" + std::to_string(rows) + "); got " +
+          std::to_string(splits.size()) + " summing to " + std::to_string(sum));
+    }
+    return counts;
+  };
+  auto sendCounts = byteCounts(in, inputSplits, "input");
+  auto recvCounts = byteCounts(out, outputSplits, "output");
+  auto work = allToAllBytes(c10d::OpType::ALLTOALL_BASE, what, in, sendCounts, out, recvCounts);
+  work->addFinisher([output, out]() mutable {
     if (!sameStorage(out, output)) output.copy_(out);
-  };
-  // Explicit equal splits are the same call to torch as none: take the same path, or a
-  // rank that spells them out would run the padded path's agreement all-reduce while a
-  // rank that passes None runs the all-to-all (a mismatch). (Ranks whose parts really
-  // differ in size all take the padded path, which agrees on the block first.)
-  auto evenSplits = [&](const std::vector<int64_t>& splits, const at::Tensor& t) {
-    if (splits.empty()) return true;
-    const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
-    return static_cast<int>(splits.size()) == size_ && rows % size_ == 0 &&
-           std::all_of(splits.begin(), splits.end(),
-                       [&](int64_t n) { return n == rows / size_; });
-  };
-  const bool even = evenSplits(inputSplits, in) && evenSplits(outputSplits, out);
-  if (even) {
-    if (in.numel() % size_ != 0 || out.numel() != in.numel()) {
-      throw std::invalid_argument("gyre: all_to_all_single: input and output must have the "
-                                  "same numel, divisible by the world size " +
-                                  std::to_string(size_));
-    }
-    auto work = newWork(c10d::OpType::ALLTOALL_BASE, what);
-    issue(*work, what, [&](gyreComm_t comm, gyreRequest_t* request) {
-      return gyreAllToAllAsync(in.data_ptr(), out.data_ptr(), bytesOf(in) / size_, gyreUint8,
-                               comm, request);
-    });
-    work->keepAlive(in);
-    work->keepAlive(out);
-    work->addFinisher(copyBack);
-    work->setOutputs({output});
-    return work;
-  }
-  // Uneven: parts are rows of dim 0; an empty split list means equal rows.
-  auto parts = [&](const at::Tensor& t, const std::vector<int64_t>& splits) {
-    std::vector<at::Tensor> out;
-    const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
-    int64_t at = 0;
-    for (int p = 0; p < size_; ++p) {
-      int64_t n = splits.empty() ? rows / size_ : splits[p];
-      out.push_back(t.narrow(0, at, n));
-      at += n;
-    }
-    if (at > rows) throw std::invalid_argument("gyre: all_to_all_single: splits exceed dim 0");
-    return out;
-  };
-  if ((!inputSplits.empty() && static_cast<int>(inputSplits.size()) != size_) ||
-      (!outputSplits.empty() && static_cast<int>(outputSplits.size()) != size_)) {
-    throw std::invalid_argument("gyre: all_to_all_single: split lists need one entry per rank");
-  }
-  auto work = paddedAllToAll(what, parts(in, inputSplits), parts(out, outputSplits), copyBack);
+  });
   work->setOutputs({output});
   return work;
 }
@@ -388,11 +352,39 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::alltoall(std::vector<at::Tensor>& ou
   checkCount(inputs, size_, "all_to_all");
   checkCount(outputs, size_, "all_to_all");
   const std::string what = describe("all_to_all", inputs.front()) + " (list)";
-  std::vector<at::Tensor> staged;
-  for (const at::Tensor& t : outputs) staged.push_back(t.to(at::kCPU).contiguous().clone());
+  // Both sides staged as one byte buffer each, the parts packed in rank order.
+  std::vector<size_t> sendCounts, recvCounts;
+  size_t sendTotal = 0, recvTotal = 0;
+  for (const at::Tensor& t : inputs) sendTotal += sendCounts.emplace_back(bytesOf(t));
+  for (const at::Tensor& t : outputs) {
+    if (t.layout() != at::kStrided) throwNotDense(t);
+    recvTotal += recvCounts.emplace_back(bytesOf(t));
+  }
+  auto bytes = [](size_t n) {
+    return at::empty({static_cast<int64_t>(n)}, at::TensorOptions().dtype(at::kByte));
+  };
+  at::Tensor send = bytes(sendTotal), recv = bytes(recvTotal);
+  int64_t at = 0;
+  for (size_t p = 0; p < inputs.size(); ++p) {
+    const auto n = static_cast<int64_t>(sendCounts[p]);
+    send.narrow(0, at, n).copy_(bytesView(hostContiguous(inputs[p])));
+    at += n;
+  }
+  auto work = allToAllBytes(c10d::OpType::ALLTOALL, what, send, sendCounts, recv, recvCounts);
   std::vector<at::Tensor> users = outputs;
-  auto work = paddedAllToAll(what, inputs, staged, [users, staged]() mutable {
-    for (size_t p = 0; p < users.size(); ++p) users[p].copy_(staged[p]);
+  work->addFinisher([users, recv, recvCounts]() mutable {
+    int64_t at = 0;
+    for (size_t p = 0; p < users.size(); ++p) {
+      at::Tensor& dst = users[p];
+      const auto n = static_cast<int64_t>(recvCounts[p]);
+      // A contiguous host tensor takes its bytes directly; any other through a host copy.
+      at::Tensor host = dst.is_cpu() && dst.is_contiguous()
+                            ? dst
+                            : at::empty(dst.sizes(), dst.options().device(at::kCPU));
+      bytesView(host).copy_(recv.narrow(0, at, n));
+      if (!sameStorage(host, dst)) dst.copy_(host);
+      at += n;
+    }
   });
   work->setOutputs(outputs);
   return work;
