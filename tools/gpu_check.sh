@@ -40,7 +40,7 @@ CMAKE_FLAGS=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -
 source_digest() {
   (cd "$ROOT" && find base transport store host_kernels collectives ring cuda cuda_kernels capi bench tests tools cmake CMakeLists.txt -type f \
       \( -name '*.cc' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name CMakeLists.txt \) \
-      -print0 2>/dev/null | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+      -print0 2>/dev/null | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 }
 
 if [ "${1:-}" = "--prepare" ]; then
