@@ -109,22 +109,27 @@ std::shared_ptr<TcpStore> TcpStore::serve(const std::string& host, uint16_t port
                                           const std::string& secret) {
   Fd listening;
   SocketAddress address;
+  int bindErrno = 0;
   try {
     address = SocketAddress::resolve(host, port);
-    listening = listenOn(address);
+    listening = tryListenOn(address, &bindErrno);
   } catch (const Error& e) {
-    const std::string what = e.what();
-    if (port != 0 && what.find("in use") != std::string::npos) {
-      throw Error(e.code(), fmt::format("bootstrap store: port {} of {} is already in use: {}",
-                                        port, host, whoHolds(address)));
-    }
-    if (what.find("assign requested address") != std::string::npos) {
-      throw Error(e.code(), fmt::format("bootstrap store: {} is not an address of this host, so "
-                                        "rank 0 cannot serve the store there (MASTER_ADDR must "
-                                        "be an address of the node that runs rank 0): {}",
-                                        host, what));
-    }
     throw Error(e.code(), fmt::format("bootstrap store: {}", e.what()));
+  }
+  if (bindErrno == EADDRINUSE && port != 0) {
+    fail(ErrorCode::kSystemError, "bootstrap store: port {} of {} is already in use: {}", port,
+         host, whoHolds(address));
+  }
+  if (bindErrno == EADDRNOTAVAIL) {
+    fail(ErrorCode::kSystemError,
+         "bootstrap store: {} is not an address of this host, so rank 0 cannot serve the "
+         "store there (MASTER_ADDR must be an address of the node that runs rank 0): bind {}: "
+         "{}",
+         host, address.toString(), std::strerror(bindErrno));
+  }
+  if (bindErrno != 0) {
+    fail(ErrorCode::kSystemError, "bootstrap store: bind {}: {}", address.toString(),
+         std::strerror(bindErrno));
   }
   return serveOn(std::move(listening), timeout, secret);
 }

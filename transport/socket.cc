@@ -80,13 +80,24 @@ std::string SocketAddress::toString() const {
   return fmt::format("{}:{}", host(), port());
 }
 
-Fd listenOn(const SocketAddress& addr, int backlog) {
+Fd tryListenOn(const SocketAddress& addr, int* bindErrno, int backlog) {
   Fd fd(::socket(addr.storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd) failSystem(errno, "socket");
   int one = 1;
   ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  *bindErrno = 0;
   if (::bind(fd.get(), addr.sa(), addr.length) != 0) {
-    int err = errno;
+    *bindErrno = errno;
+    return Fd();
+  }
+  if (::listen(fd.get(), backlog) != 0) failSystem(errno, fmt::format("listen {}", addr.toString()));
+  return fd;
+}
+
+Fd listenOn(const SocketAddress& addr, int backlog) {
+  int err = 0;
+  Fd fd = tryListenOn(addr, &err, backlog);
+  if (!fd) {
     if (err == EADDRINUSE) {
       fail(ErrorCode::kSystemError,
            "cannot listen on {}: the port is already in use (another job or a previous run "
@@ -95,7 +106,6 @@ Fd listenOn(const SocketAddress& addr, int backlog) {
     }
     failSystem(err, fmt::format("bind {}", addr.toString()));
   }
-  if (::listen(fd.get(), backlog) != 0) failSystem(errno, fmt::format("listen {}", addr.toString()));
   return fd;
 }
 

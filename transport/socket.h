@@ -64,6 +64,9 @@ struct GYRE_API SocketAddress {
 // A listening TCP socket bound to `addr` (port 0 picks a free one), SO_REUSEADDR,
 // close-on-exec. "Address already in use" is reported with the address.
 Fd listenOn(const SocketAddress& addr, int backlog = 128);
+// The same, but a failed bind returns an empty Fd with its errno in *bindErrno (0 on
+// success), for callers that explain EADDRINUSE or EADDRNOTAVAIL in their own terms.
+Fd tryListenOn(const SocketAddress& addr, int* bindErrno, int backlog = 128);
 
 // Connects to `addr`, retrying with exponential backoff (10 ms .. 1 s) while the
 // peer is not listening yet, until `deadline`; then kTimeout naming the address.
