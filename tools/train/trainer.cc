@@ -77,8 +77,8 @@ void Trainer::buildSync(bool broadcastWeights) {
   // the values pointers let it broadcast rank 0's initial weights.
   std::vector<GradSyncParam> entries;
   for (const GradBlock& b : model_.gradBlocks()) {
-    entries.push_back({broadcastWeights ? model_.param(b.param).data() + b.begin : nullptr,
-                       nullptr, b.end - b.begin});
+    entries.push_back({broadcastWeights ? model_.param(b.param).data() + b.begin : nullptr, nullptr,
+                       b.end - b.begin});
   }
   GradSyncOptions options;
   options.bucketCapBytes = static_cast<size_t>(config_.bucketMb * (1 << 20));
@@ -195,7 +195,8 @@ void Trainer::endRun() {
   for (;;) {
     try {
       if (elastic_ != nullptr) {
-        if (std::unique_ptr<Communicator> next = elastic_->growIfWaiting()) changeWorld(std::move(next));
+        if (std::unique_ptr<Communicator> next = elastic_->growIfWaiting())
+          changeWorld(std::move(next));
         checkReplicasAgree();
       }
       comm_->barrier();
@@ -274,7 +275,8 @@ EpochStats Trainer::continueEpoch() {
     trainStep();
     if (afterStep) afterStep(stepInEpoch_ - 1);
     if (elastic_ != nullptr) {
-      if (std::unique_ptr<Communicator> next = elastic_->growIfWaiting()) changeWorld(std::move(next));
+      if (std::unique_ptr<Communicator> next = elastic_->growIfWaiting())
+        changeWorld(std::move(next));
     }
   }
   comm_->barrier();
@@ -353,8 +355,8 @@ void Trainer::agreeOnState() {
   int64_t root = progress_ == furthest ? rank : world;
   comm_->allReduce(&root, &root, 1, DataType::kInt64, ReduceOp::kMin);
   const int from = static_cast<int>(root);
-  uint64_t where[6] = {epochsDone_, inEpoch_ ? 1u : 0u, consumed_, stepInEpoch_, progress_,
-                       epochList_.size()};
+  uint64_t where[6] = {epochsDone_,  inEpoch_ ? 1u : 0u, consumed_,
+                       stepInEpoch_, progress_,          epochList_.size()};
   comm_->broadcast(where, 6, DataType::kUint64, from);
   epochsDone_ = where[0];
   inEpoch_ = where[1] == 1;
@@ -362,7 +364,8 @@ void Trainer::agreeOnState() {
   stepInEpoch_ = where[3];
   progress_ = where[4];
   epochList_.resize(where[5]);
-  if (!epochList_.empty()) comm_->broadcast(epochList_.data(), epochList_.size(), DataType::kUint64, from);
+  if (!epochList_.empty())
+    comm_->broadcast(epochList_.data(), epochList_.size(), DataType::kUint64, from);
   for (size_t p = 0; p < model_.numParams(); ++p) {
     comm_->broadcast(model_.param(p).data(), model_.param(p).size(), DataType::kFloat32, from);
     comm_->broadcast(sgd_.buffer(p).data(), sgd_.buffer(p).size(), DataType::kFloat32, from);
