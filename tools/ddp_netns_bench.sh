@@ -53,7 +53,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
     for ((i = H - 1; i >= 0; i--)); do
       log=/dev/null; (( i == 0 )) && log=$out
       # shellcheck disable=SC2086  # EXTRA_ENV is words
-      timeout -k 10 "$RUN_TIMEOUT" ip netns exec gyb$i env PYTHONPATH="$GYRE_TORCH_PATH" \
+      timeout -k 10 "$RUN_TIMEOUT" ip netns exec "${NETNS_TAG}$i" env PYTHONPATH="$GYRE_TORCH_PATH" \
         OMP_NUM_THREADS=1 GLOO_SOCKET_IFNAME=eth0 ${EXTRA_ENV:-} "$PY" -m torch.distributed.run --nnodes "$H" \
         --node-rank "$i" --nproc-per-node "$L" --master-addr $NETNS_NET.1 \
         --master-port $port "$script" --backend "$backend" "${hook[@]}" "$@" \

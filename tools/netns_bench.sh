@@ -33,7 +33,7 @@ for ((r = 1; r <= REPEAT; r++)); do
   out=$(mktemp)
   for ((i = H - 1; i >= 0; i--)); do
     log=/dev/null; (( i == 0 )) && log=$out
-    timeout -k 10 "$RUN_TIMEOUT" ip netns exec gyb$i env ${EXTRA_ENV:-} "$BIN/gyrerun" \
+    timeout -k 10 "$RUN_TIMEOUT" ip netns exec "${NETNS_TAG}$i" env ${EXTRA_ENV:-} "$BIN/gyrerun" \
       --nnodes "$H" --node-rank "$i" --nproc-per-node "$L" --master-addr $NETNS_NET.1 \
       --master-port $port "$BIN/gyre-bench" "$@" >"$log" 2>"$out.err$i" &
     pids+=($!)
