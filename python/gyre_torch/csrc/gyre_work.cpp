@@ -174,65 +174,54 @@ Completer::~Completer() {
     stop_ = true;
     // Works still pending at destruction wait for peers that may never come: abort them
     // so that their futures fail now instead of after the group's timeout.
-    if (waiterBusy_ || !pending_.empty()) gyreCommAbort(comm_->comm);
+    if (leading_ || !pending_.empty()) gyreCommAbort(comm_->comm);
   }
-  waiterCv_.notify_all();
-  runnerCv_.notify_all();
+  cv_.notify_all();
   // The last reference may be dropped by one of our own threads (a callback that
   // destroys the group): that one cannot join itself.
-  auto join = [](std::thread& t) {
-    if (!t.joinable()) return;
+  for (std::thread& t : threads_) {
+    if (!t.joinable()) continue;
     if (t.get_id() == std::this_thread::get_id()) {
       t.detach();
     } else {
       t.join();
     }
-  };
-  join(waiter_);
-  for (std::thread& t : runners_) join(t);
+  }
 }
 
 void Completer::watch(c10::intrusive_ptr<GyreWork> work) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    pending_.push_back(std::move(work));
-    if (!waiter_.joinable()) waiter_ = std::thread([this] { waitLoop(); });
-  }
-  waiterCv_.notify_one();
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_.push_back(std::move(work));
+  if (!leading_) callLeaderLocked();
 }
 
-void Completer::waitLoop() {
+void Completer::callLeaderLocked() {
+  if (idle_ > 0) {
+    cv_.notify_one();
+  } else if (threads_.size() < kMaxThreads) {
+    threads_.emplace_back([this] { loop(); });
+  }
+}
+
+void Completer::loop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    waiterCv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
-    if (pending_.empty()) return;  // stopping, nothing left
+    ++idle_;
+    cv_.wait(lock, [&] { return stop_ || (!leading_ && !pending_.empty()); });
+    --idle_;
+    if (leading_ || pending_.empty()) return;  // stopping, nothing left for this thread
+    leading_ = true;
     c10::intrusive_ptr<GyreWork> work = std::move(pending_.front());
     pending_.pop_front();
-    waiterBusy_ = true;
     lock.unlock();
     const bool mine = work->finishForCompleter();
     lock.lock();
-    waiterBusy_ = false;
+    leading_ = false;
     if (!mine) continue;  // wait() or isCompleted() finished it and completed its future
-    finished_.push_back(std::move(work));
-    if (idleRunners_ == 0 && runners_.size() < kMaxRunners) {
-      runners_.emplace_back([this] { runLoop(); });
-    }
-    runnerCv_.notify_one();
-  }
-}
-
-void Completer::runLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  for (;;) {
-    ++idleRunners_;
-    runnerCv_.wait(lock, [&] { return stop_ || !finished_.empty(); });
-    --idleRunners_;
-    if (finished_.empty()) return;  // stopping, nothing left
-    c10::intrusive_ptr<GyreWork> work = std::move(finished_.front());
-    finished_.pop_front();
+    // The callbacks may block on a Work still pending: someone else leads meanwhile.
+    if (!pending_.empty()) callLeaderLocked();
     lock.unlock();
-    work->completeFuture();  // runs the callbacks, which may wait on other Works
+    work->completeFuture();  // runs the callbacks
     work.reset();            // may destroy the Work: outside the lock
     lock.lock();
   }

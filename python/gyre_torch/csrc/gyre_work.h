@@ -103,12 +103,16 @@ class GyreWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
-// Per backend: one thread that finishes, in order, the Works whose future was asked for
-// (it waits on gyre only, never runs torch code), and runners that complete those
-// futures, which runs their callbacks. A callback may block on another Work's future
-// (PowerSGD's hooks wait on a second all_reduce inside `then`): that future is finished
-// by the waiter and completed by another runner, started when none is idle (at most
-// kMaxRunners; beyond that, completions queue). Threads start on first use.
+// Per backend: a pool of threads that finish, in order, the Works whose future was asked
+// for, and complete those futures, which runs their callbacks. One thread at a time
+// leads: it waits on gyre for the next pending Work (never running torch code while it
+// does). Once that Work is finished, the same thread completes its future (as
+// ProcessGroupGloo's worker does: no hand-off to another thread between the operation's
+// end and its callbacks), after passing the lead to an idle thread, or starting one, if
+// other Works are pending. A callback may block on another Work's future (PowerSGD's
+// hooks wait on a second all_reduce inside `then`): watch() then finds no leader and no
+// idle thread and starts one (at most kMaxThreads; beyond that, Works wait for a thread
+// to come back). Threads start on first use.
 class Completer {
  public:
   explicit Completer(std::shared_ptr<CommHandle> comm) : comm_(std::move(comm)) {}
@@ -118,19 +122,18 @@ class Completer {
   void watch(c10::intrusive_ptr<GyreWork> work);
 
  private:
-  static constexpr size_t kMaxRunners = 32;
-  void waitLoop();
-  void runLoop();
+  static constexpr size_t kMaxThreads = 32;
+  void loop();
+  // With mu_ held: wakes an idle thread to take the lead, or starts one.
+  void callLeaderLocked();
   const std::shared_ptr<CommHandle> comm_;
   std::mutex mu_;
-  std::condition_variable waiterCv_, runnerCv_;
+  std::condition_variable cv_;
   std::deque<c10::intrusive_ptr<GyreWork>> pending_;  // to finish, in order
-  std::deque<c10::intrusive_ptr<GyreWork>> finished_;  // futures to complete
   bool stop_ = false;
-  bool waiterBusy_ = false;
-  size_t idleRunners_ = 0;
-  std::thread waiter_;
-  std::vector<std::thread> runners_;
+  bool leading_ = false;  // a thread is finishing the front Work
+  size_t idle_ = 0;       // threads waiting to lead
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace gyre_torch
