@@ -20,25 +20,12 @@
 namespace gyre {
 namespace {
 
+using testing::blockByte;
 using testing::check;
 using testing::collectiveOptions;
 
 constexpr size_t kGuard = 16;
 constexpr std::byte kGuardByte{0xa5};
-
-
-// Byte j of the block rank `from` sends to rank `to` in call `call`: a hash of all four,
-// so a block from the wrong rank, for the wrong rank, at the wrong offset or left over
-// from an earlier call shows.
-std::byte blockByte(int from, int to, size_t call, size_t j) {
-  uint64_t x = (static_cast<uint64_t>(from) << 56) ^ (static_cast<uint64_t>(to) << 48) ^
-               (static_cast<uint64_t>(call) << 32) ^ j;
-  x = (x + 1) * 0x9e3779b97f4a7c15ull;
-  x ^= x >> 29;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 32;
-  return static_cast<std::byte>(x);
-}
 
 // This rank's send buffer for `call`: block p (blockBytes each) goes to rank p.
 std::vector<std::byte> sendBuffer(int rank, int size, size_t call, size_t blockBytes) {

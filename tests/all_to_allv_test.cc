@@ -21,20 +21,11 @@
 namespace gyre {
 namespace {
 
+using testing::blockByte;
 using testing::check;
 using testing::collectiveOptions;
 
 constexpr std::byte kGap{0xa5};
-
-// Byte j of what rank `from` sends rank `to` in call `call` (a hash of all four).
-std::byte blockByte(int from, int to, size_t call, size_t j) {
-  uint64_t x = (static_cast<uint64_t>(from) << 56) ^ (static_cast<uint64_t>(to) << 48) ^
-               (static_cast<uint64_t>(call) << 32) ^ j;
-  x = (x + 1) * 0x9e3779b97f4a7c15ull;
-  x ^= x >> 29;
-  x *= 0xbf58476d1ce4e5b9ull;
-  return static_cast<std::byte>(x ^ (x >> 32));
-}
 
 // Elements rank `from` sends rank `to` in call `call`: 0 for about one pair in four,
 // else up to `scale` times a small factor (scale 7001 x 8 bytes crosses the 64 KiB pipe).

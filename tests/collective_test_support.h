@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <tuple>
@@ -30,6 +31,19 @@ inline auto everyTransportAndRankCount() {
 }
 inline std::string transportRanksName(const ::testing::TestParamInfo<TransportRanks>& info) {
   return fmt::format("{}_{}ranks", transportName(std::get<0>(info.param)), std::get<1>(info.param));
+}
+
+// Byte j of the block rank `from` sends rank `to` in call `call` of an all-to-all: a
+// hash of all four, so a block from the wrong rank, for the wrong rank, at the wrong
+// offset or left over from an earlier call shows.
+inline std::byte blockByte(int from, int to, size_t call, size_t j) {
+  uint64_t x = (static_cast<uint64_t>(from) << 56) ^ (static_cast<uint64_t>(to) << 48) ^
+               (static_cast<uint64_t>(call) << 32) ^ j;
+  x = (x + 1) * 0x9e3779b97f4a7c15ull;
+  x ^= x >> 29;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 32;
+  return static_cast<std::byte>(x);
 }
 
 constexpr size_t kGuardBytes = 16;
