@@ -4,7 +4,10 @@
 // Contract:
 //   submit(op)  queues op and returns its Work at once; a worker thread (started at the
 //               first submit) runs queued ops in order. An exception thrown by op ends
-//               up in the Work.
+//               up in the Work. A thread that calls the Work's wait() (the untimed one)
+//               while op is first in the queue and nothing runs takes op out and runs it
+//               itself: an op issued and then waited on at once (torch's blocking calls,
+//               which are async plus wait) costs no hand-off to the worker and back.
 //   run(op)     the blocking form: when nothing is queued or running, op runs on the
 //               caller's thread (no hand-off, so a blocking call costs no thread
 //               switch); otherwise it is queued behind the others and the caller waits
@@ -16,10 +19,8 @@
 // then joins the worker.
 #pragma once
 
-#include <condition_variable>
-#include <deque>
 #include <functional>
-#include <mutex>
+#include <memory>
 #include <thread>
 
 #include "ring/work.h"
@@ -30,12 +31,16 @@ class OpQueue {
  public:
   using Op = std::function<void()>;
 
-  OpQueue() = default;
+  OpQueue();
   ~OpQueue();
   OpQueue(const OpQueue&) = delete;
   OpQueue& operator=(const OpQueue&) = delete;
 
   Work submit(Op op);
+
+  // The queue's state, shared with the Works it made so that wait() can run its own op
+  // (defined in op_queue.cc).
+  struct Core;
 
   // Callable with no arguments. Inline, it is called as is (no std::function, no
   // allocation: the steady-state blocking path allocates nothing).
@@ -58,17 +63,9 @@ class OpQueue {
   bool enterInline();  // true: nothing queued or running, and this caller now runs
   void leaveInline();
 
-  struct Entry {
-    Op op;
-    std::shared_ptr<Work::State> state;
-  };
   void workerLoop();
 
-  std::mutex mu_;
-  std::condition_variable wake_;  // the worker: an entry was queued, one finished, or stop
-  std::deque<Entry> queue_;
-  bool running_ = false;  // an op is executing (inline or on the worker)
-  bool stop_ = false;
+  std::shared_ptr<Core> core_;
   std::thread worker_;
 };
 

@@ -45,8 +45,48 @@ TEST(OpQueue, BlockingCallRunsOnTheCallerThreadWhenIdle) {
   std::thread::id ran;
   q.run([&ran] { ran = std::this_thread::get_id(); });
   EXPECT_EQ(ran, std::this_thread::get_id());
-  q.submit([&ran] { ran = std::this_thread::get_id(); }).wait();
-  EXPECT_NE(ran, std::this_thread::get_id());  // async ones run on the worker
+  // An async op nobody waits on runs on the worker.
+  Work w = q.submit([&ran] { ran = std::this_thread::get_id(); });
+  for (int i = 0; i < 5000 && !w.test(); ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(w.test());
+  EXPECT_NE(ran, std::this_thread::get_id());
+}
+
+TEST(OpQueue, WaitRunsTheNextOpOnTheWaiterBeforeTheWorkerTakesIt) {
+  // Issue then wait at once, as torch's blocking calls do: the waiter usually finds its
+  // op still first in the queue (the worker not yet awake) and runs it itself. Which
+  // thread wins is a race, so try until the waiter has won once (it never could before).
+  OpQueue q;
+  const std::thread::id me = std::this_thread::get_id();
+  int onWaiter = 0;
+  int tries = 0;
+  for (; tries < 2000 && onWaiter == 0; ++tries) {
+    std::thread::id ran;
+    q.submit([&ran] { ran = std::this_thread::get_id(); }).wait();
+    if (ran == me) ++onWaiter;
+  }
+  EXPECT_GT(onWaiter, 0) << "the waiter never ran its own op in " << tries << " tries";
+}
+
+TEST(OpQueue, WaitersRunOpsOnlyInIssueOrder) {
+  // Works waited out of order, from several threads, while more are issued: an op runs
+  // only once every op before it has finished, wherever it runs.
+  OpQueue q;
+  std::vector<int> order;  // written only by the op being run: ops never overlap
+  std::vector<Work> works;
+  for (int i = 0; i < 200; ++i) {
+    works.push_back(q.submit([&order, i] { order.push_back(i); }));
+  }
+  std::vector<std::thread> waiters;
+  for (int t = 0; t < 4; ++t) {
+    waiters.emplace_back([&works, t] {
+      for (int i = 199 - t; i >= 0; i -= 4) works[i].wait();  // last first
+    });
+  }
+  for (int i = 200; i < 300; ++i) q.submit([&order, i] { order.push_back(i); }).wait();
+  for (auto& t : waiters) t.join();
+  ASSERT_EQ(order.size(), 300u);
+  for (int i = 0; i < 300; ++i) EXPECT_EQ(order[i], i);
 }
 
 TEST(OpQueue, ErrorsReachTheirOwnWorkAndLaterOpsStillRun) {
