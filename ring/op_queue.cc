@@ -129,7 +129,8 @@ Work OpQueue::submit(Op op) {
   state->queue = core_;
   {
     std::lock_guard<std::mutex> lock(core_->mu);
-    if (core_->stop) fail(ErrorCode::kInternal, "operation issued on a communicator being destroyed");
+    if (core_->stop)
+      fail(ErrorCode::kInternal, "operation issued on a communicator being destroyed");
     core_->queue.push_back(Core::Entry{std::move(op), state});
     if (!worker_.joinable()) worker_ = std::thread([this] { workerLoop(); });
   }
