@@ -6,6 +6,9 @@
 #   gyre    init_process_group("gyre")
 #   gloo    init_process_group("gloo")
 #   local   gloo with --hook local: the same steps exchanging nothing (the ceiling)
+#   sync    gyre with --hook sync: a 4-byte all-reduce per bucket instead of the
+#           gradients (not in the default list): the ceiling of ranks that meet every
+#           step, which on shared cores wait for the slowest one
 #
 #   tools/ddp_netns_bench.sh H L RATE [ddp_train.py args...]
 #   e.g. tools/ddp_netns_bench.sh 2 4 1gbit --model mlp --steps 150
@@ -48,6 +51,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
   for b in $BACKENDS; do
     backend=$b hook=()
     [ "$b" = local ] && backend=gloo hook=(--hook local)
+    [ "$b" = sync ] && backend=gyre hook=(--hook sync)
     out=$(mktemp)
     pids=()
     for ((i = H - 1; i >= 0; i--)); do
@@ -83,6 +87,8 @@ awk '{ v[$1, $2] = $3; rounds[$1] = 1 }
       if (v[r, "gyre"] && v[r, "gloo"]) line = line sprintf(" gyre/gloo=%.2f", v[r, "gyre"] / v[r, "gloo"])
       if (v[r, "gyre"] && v[r, "local"]) line = line sprintf(" gyre/local=%.2f", v[r, "gyre"] / v[r, "local"])
       if (v[r, "gloo"] && v[r, "local"]) line = line sprintf(" gloo/local=%.2f", v[r, "gloo"] / v[r, "local"])
+      if (v[r, "gyre"] && v[r, "sync"]) line = line sprintf(" gyre/sync=%.2f", v[r, "gyre"] / v[r, "sync"])
+      if (v[r, "sync"] && v[r, "local"]) line = line sprintf(" sync/local=%.2f", v[r, "sync"] / v[r, "local"])
       print line
     }
   }' "$results" | sort

@@ -116,6 +116,15 @@ def train(rank, world, args):
             fut.set_result(bucket.buffer())
             return fut
         ddp.register_comm_hook(None, local_hook)
+    elif args.hook == "sync":  # one 4-byte all-reduce per bucket, gradients kept local:
+        # the ceiling of a training that meets its peers every step (ranks that share
+        # cores wait for the slowest one), without the bytes
+        token = torch.zeros(1)
+
+        def sync_hook(_state, bucket):
+            fut = dist.all_reduce(token, async_op=True).get_future()
+            return fut.then(lambda _f: bucket.buffer())
+        ddp.register_comm_hook(None, sync_hook)
     elif args.hook != "none":  # torch's built-in gradient compression hooks
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         hook = {"fp16": default_hooks.fp16_compress_hook,
@@ -192,10 +201,12 @@ def main(argv):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--train-count", type=int, default=60000)
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
-    p.add_argument("--hook", default="none", choices=["none", "fp16", "bf16", "local"],
+    p.add_argument("--hook", default="none",
+                   choices=["none", "fp16", "bf16", "local", "sync"],
                    help="DDP communication hook: torch's fp16/bf16 gradient compression; "
                         "local: no gradient exchange (a benchmark's compute ceiling, the "
-                        "replicas diverge)")
+                        "replicas diverge); sync: a 4-byte all-reduce per bucket and no "
+                        "gradient exchange (the ceiling of meeting every step)")
     p.add_argument("--save", default="")
     p.add_argument("--load", default="")
     p.add_argument("--local_rank", "--local-rank", type=int, default=None,

@@ -82,6 +82,14 @@ def compare_with_gloo(py, common):
              *common])
     assert len(a["losses"]) == 50 and a["losses"] == b["losses"], "fp16 hook losses differ"
     print("comm hooks: fp16 losses equal to gloo's", flush=True)
+    # The benchmarks' two references: "sync" meets the peers through gyre every step but
+    # keeps each rank's own gradients, so it trains exactly as "local" (no exchange) does.
+    a = run([py, TRAIN, "--backend", "gyre", "-N", "2", "--steps", "30", "--hook", "sync",
+             *common])
+    b = run([py, TRAIN, "--backend", "gyre", "-N", "2", "--steps", "30", "--hook", "local",
+             *common])
+    assert len(a["losses"]) == 30 and a["losses"] == b["losses"], "sync and local differ"
+    print("comm hooks: sync's losses equal local's", flush=True)
     if MAJOR < 2:
         print("bf16 hook: skipped (torch 1.13's refuses to run without CUDA 11 and NCCL)")
         return
