@@ -23,6 +23,11 @@ namespace gyre {
 namespace {
 
 constexpr std::memory_order kRelaxed = std::memory_order_relaxed;
+// An entry's fields are written with release and read with acquire (plain moves on
+// x86, like relaxed): what the seqlock below needs, with no fence (which TSan cannot
+// follow).
+constexpr std::memory_order kFieldStore = std::memory_order_release;
+constexpr std::memory_order kFieldLoad = std::memory_order_acquire;
 
 size_t roundUpPowerOfTwo(size_t n) {
   size_t p = 1;
@@ -125,33 +130,35 @@ FlightRecorder::~FlightRecorder() = default;
 
 // Seqlock-style: the slot's record number is cleared before its fields change and set
 // after, so a dump that reads the same number before and after its reads saw one entry.
+// Why without fences: a dump whose field load sees a value of a later issue() (a release
+// store after the clearing) acquires it, so its second read of the number sees the
+// clearing or later and it reads again.
 uint64_t FlightRecorder::issue(const CollectiveCall& call, int peer, std::string_view name) {
   const uint64_t record = next_.load(kRelaxed);
   next_.store(record + 1, kRelaxed);
   Entry& e = entries_[record & mask_];
-  e.record.store(kNone, kRelaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  e.kind.store(static_cast<uint8_t>(call.kind), kRelaxed);
-  e.dtype.store(static_cast<uint8_t>(call.dtype), kRelaxed);
-  e.op.store(static_cast<uint8_t>(call.op), kRelaxed);
-  e.algo.store(0, kRelaxed);
-  e.hasSeq.store(false, kRelaxed);
-  e.root.store(call.root, kRelaxed);
-  e.peer.store(peer, kRelaxed);
-  e.count.store(call.count, kRelaxed);
-  e.queued.store(ticks(), kRelaxed);
-  e.start.store(0, kRelaxed);
-  e.end.store(0, kRelaxed);
-  e.sent.store(0, kRelaxed);
-  e.received.store(0, kRelaxed);
+  e.record.store(kNone, kFieldStore);
+  e.kind.store(static_cast<uint8_t>(call.kind), kFieldStore);
+  e.dtype.store(static_cast<uint8_t>(call.dtype), kFieldStore);
+  e.op.store(static_cast<uint8_t>(call.op), kFieldStore);
+  e.algo.store(0, kFieldStore);
+  e.hasSeq.store(false, kFieldStore);
+  e.root.store(call.root, kFieldStore);
+  e.peer.store(peer, kFieldStore);
+  e.count.store(call.count, kFieldStore);
+  e.queued.store(ticks(), kFieldStore);
+  e.start.store(0, kFieldStore);
+  e.end.store(0, kFieldStore);
+  e.sent.store(0, kFieldStore);
+  e.received.store(0, kFieldStore);
   char bytes[kNameBytes] = {};
   std::memcpy(bytes, name.data(), std::min(name.size(), kNameBytes));
   for (size_t i = 0; i < kNameBytes / 8; ++i) {
     uint64_t word;
     std::memcpy(&word, bytes + 8 * i, 8);
-    e.name[i].store(word, kRelaxed);
+    e.name[i].store(word, kFieldStore);
   }
-  e.state.store(static_cast<uint8_t>(State::kQueued), kRelaxed);
+  e.state.store(static_cast<uint8_t>(State::kQueued), kFieldStore);
   e.record.store(record, std::memory_order_release);
   return record;
 }
@@ -198,12 +205,12 @@ void FlightRecorder::refuse(uint64_t record, uint32_t seq) {
 std::string FlightRecorder::entryJson(const Entry& e, uint64_t record,
                                       const TickClock& clock) const {
   const auto state = static_cast<State>(e.state.load(std::memory_order_acquire));
-  const auto kind = static_cast<CollectiveKind>(e.kind.load(kRelaxed));
-  const uint8_t algo = e.algo.load(kRelaxed);
-  const uint64_t start = e.start.load(kRelaxed);
-  const uint64_t end = e.end.load(kRelaxed);
-  uint64_t sent = e.sent.load(kRelaxed);
-  uint64_t received = e.received.load(kRelaxed);
+  const auto kind = static_cast<CollectiveKind>(e.kind.load(kFieldLoad));
+  const uint8_t algo = e.algo.load(kFieldLoad);
+  const uint64_t start = e.start.load(kFieldLoad);
+  const uint64_t end = e.end.load(kFieldLoad);
+  uint64_t sent = e.sent.load(kFieldLoad);
+  uint64_t received = e.received.load(kFieldLoad);
   if (state == State::kStarted && live_.record.load(kRelaxed) == record) {
     sent = live_.sent.load(kRelaxed);
     received = live_.received.load(kRelaxed);
@@ -213,7 +220,7 @@ std::string FlightRecorder::entryJson(const Entry& e, uint64_t record,
   };
   char bytes[kNameBytes];
   for (size_t i = 0; i < kNameBytes / 8; ++i) {
-    const uint64_t word = e.name[i].load(kRelaxed);
+    const uint64_t word = e.name[i].load(kFieldLoad);
     std::memcpy(bytes + 8 * i, &word, 8);
   }
   const std::string_view name(bytes, ::strnlen(bytes, kNameBytes));
@@ -222,13 +229,13 @@ std::string FlightRecorder::entryJson(const Entry& e, uint64_t record,
       "\"op\": \"{}\", \"count\": {}, \"root\": {}, \"peer\": {}, \"algorithm\": {}, \"state\": \"{}\", "
       "\"queued_ns\": {}, \"start_ns\": {}, \"end_ns\": {}, \"bytes_sent\": {}, "
       "\"bytes_received\": {}}}",
-      record, e.hasSeq.load(kRelaxed) ? std::to_string(e.seq.load(kRelaxed)) : "null",
+      record, e.hasSeq.load(kFieldLoad) ? std::to_string(e.seq.load(kFieldLoad)) : "null",
       collectiveName(kind), name.empty() ? std::string("null") : jsonString(std::string(name)),
-      dtypeName(static_cast<DataType>(e.dtype.load(kRelaxed))),
-      opName(static_cast<ReduceOp>(e.op.load(kRelaxed))), e.count.load(kRelaxed),
-      e.root.load(kRelaxed), e.peer.load(kRelaxed),
+      dtypeName(static_cast<DataType>(e.dtype.load(kFieldLoad))),
+      opName(static_cast<ReduceOp>(e.op.load(kFieldLoad))), e.count.load(kFieldLoad),
+      e.root.load(kFieldLoad), e.peer.load(kFieldLoad),
       algo == 0 ? std::string("null") : jsonString(algoName(static_cast<AllReduceAlgo>(algo))),
-      stateName(state), nsOrNull(e.queued.load(kRelaxed)), nsOrNull(start), nsOrNull(end), sent,
+      stateName(state), nsOrNull(e.queued.load(kFieldLoad)), nsOrNull(start), nsOrNull(end), sent,
       received);
 }
 
@@ -260,8 +267,7 @@ std::string FlightRecorder::toJson(const std::string& reason, const std::string&
       // A few tries: the issuing thread may be rewriting this very slot.
       for (int attempt = 0; attempt < 3; ++attempt) {
         if (e.record.load(std::memory_order_acquire) != record) break;
-        std::string text = entryJson(e, record, clock);
-        std::atomic_thread_fence(std::memory_order_acquire);
+        std::string text = entryJson(e, record, clock);  // acquire loads (issue())
         if (e.record.load(kRelaxed) != record) continue;
         out += first ? "\n    " : ",\n    ";
         out += text;

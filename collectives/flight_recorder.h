@@ -14,7 +14,7 @@
 // issued(), started() and finished() are a time-stamp counter read (rdtsc, ~10 ns, where
 // clock_gettime took ~50 ns on this VM; converted to CLOCK_MONOTONIC ns at dump time
 // from two (counter, clock) pairs, the construction's and the dump's; other CPUs read
-// the clock) and a few relaxed atomic stores
+// the clock) and a few atomic stores (plain moves on x86)
 // into a slot allocated at construction (no allocation, no lock per operation); the
 // bytes moved are published by the stall inspector per slice through live(). A dump
 // (toJson(), dumpTo()) allocates and may run on any thread at any time: every field it

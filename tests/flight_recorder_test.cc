@@ -3,7 +3,9 @@
 // in issue order with their states; GYRE_TRACE_BUFFER=0 records nothing; SIGUSR1 dumps;
 // a rank SIGSTOPped between two calls is named by the analysis as the one that did not
 // reach the collective the others timed out in (with and without its own dump); a rank
-// that skips a call is named with the sequence number and the differing count.
+// that skips a call is named with the sequence number and the differing count. And in
+// one process: a dump taken while the issuing thread rewrites the same slots never shows
+// an entry mixed from two operations.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,6 +21,7 @@
 
 #include <gtest/gtest.h>
 
+#include "collectives/flight_recorder.h"
 #include "rank_harness.h"
 #include "run_shell.h"
 
@@ -175,6 +178,42 @@ TEST(FlightRecorder, DumpHoldsTheLastOperationsInIssueOrder) {
       << a.out;
   EXPECT_NE(a.out.find("verdict: nothing wrong found"), std::string::npos) << a.out;
   EXPECT_NE(a.out.find("slowest: over the last 8 collectives"), std::string::npos) << a.out;
+}
+
+TEST(FlightRecorder, DumpWhileIssuingNeverMixesTwoOperations) {
+  // 4 slots rewritten as fast as one thread can issue, dumped from another: every entry a
+  // dump shows must be one operation's, whose count and name both carry its record
+  // number. Bounded in operations and in time.
+  FlightRecorder recorder(4, 0, 1, "mix");
+  std::atomic<bool> stop{false};
+  std::thread issuer([&] {
+    CollectiveCall call;
+    for (uint64_t i = 0; i < 2'000'000 && !stop.load(std::memory_order_relaxed); ++i) {
+      call.count = i;
+      const std::string name = "op" + std::to_string(i);
+      const uint64_t record = recorder.issued(call, -1, name);
+      recorder.started(record, call);
+      recorder.finished(record, true, i, i);
+    }
+  });
+  const std::regex entry(R"re("record": (\d+), [^}]*"call": "op(\d+)"[^}]*)re"
+                         R"re("count": (\d+),[^}]*"bytes_sent": (\d+))re");
+  size_t seen = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (std::chrono::steady_clock::now() < until) {
+    const std::string json = recorder.toJson("test", "");
+    for (std::sregex_iterator it(json.begin(), json.end(), entry), end; it != end; ++it) {
+      const std::string record = (*it)[1];
+      ASSERT_EQ((*it)[2], record) << "an entry mixed from two operations: " << it->str();
+      ASSERT_EQ((*it)[3], record) << "an entry mixed from two operations: " << it->str();
+      const std::string sent = (*it)[4];
+      ASSERT_TRUE(sent == "0" || sent == record) << it->str();
+      ++seen;
+    }
+  }
+  stop = true;
+  issuer.join();
+  EXPECT_GT(seen, 100u) << "the dumps showed almost no entries: the check checked nothing";
 }
 
 TEST(FlightRecorder, OffRecordsNothing) {
