@@ -1,6 +1,7 @@
 #include "ring/transport_plan.h"
 
 #include <algorithm>
+#include <set>
 
 #include "base/error.h"
 
@@ -59,6 +60,21 @@ PeerPlan planPeer(const Claim& me, const Claim& peer, TransportKind transport) {
           fmt::format("another host, {} -> {} on rank {}", me.rdma, peer.rdma, peer.rank)};
 }
 
+// planPeer's rules over every pair of ranks, in one pass over the claims: a pair meets
+// over shm when it shares a host and both have room, over rdma (auto) when it spans two
+// hosts and both have a device.
+bool allPairsTcp(const std::vector<Claim>& claims, TransportKind transport) {
+  if (claims.size() < 2) return false;  // no pipes at all
+  if (transport == TransportKind::kTcp) return true;
+  if (transport == TransportKind::kRdma) return false;
+  std::set<std::string> withRoom, withDevice;
+  for (const Claim& c : claims) {
+    if (c.shm && !withRoom.insert(c.hostId).second) return false;  // a second on this host
+    if (!c.rdma.empty()) withDevice.insert(c.hostId);
+  }
+  return transport == TransportKind::kShm || withDevice.size() < 2;
+}
+
 }  // namespace
 
 TransportPlan planTransports(const std::vector<Claim>& claims, int rank,
@@ -68,6 +84,7 @@ TransportPlan planTransports(const std::vector<Claim>& claims, int rank,
   for (int peer : peers) plan.peers[peer] = planPeer(me, claims.at(static_cast<size_t>(peer)), transport);
   plan.allShm = transport == TransportKind::kAuto || transport == TransportKind::kShm;
   for (const Claim& c : claims) plan.allShm = plan.allShm && c.shm && c.hostId == me.hostId;
+  plan.allTcp = allPairsTcp(claims, transport);
   return plan;
 }
 

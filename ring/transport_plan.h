@@ -37,6 +37,11 @@ struct TransportPlan {
   // Every rank on one host with shared memory between all of them: the cost model's
   // input, equal on every rank.
   bool allShm = false;
+  // There are pipes, and every pipe between any two ranks of the communicator is tcp
+  // (GYRE_TRANSPORT=tcp, or no two ranks that would meet over shm or rdma): equal on
+  // every rank, so it may pick what every rank must agree on (the default slot,
+  // base/options.h).
+  bool allTcp = false;
 
   bool uses(int peer, PipeTransport t) const {
     auto it = peers.find(peer);

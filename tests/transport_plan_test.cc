@@ -145,5 +145,49 @@ TEST(TransportPlan, TheClaimCarriesTheDeviceAndWhyNotOnOneLineEach) {
   EXPECT_TRUE(back.shm);
 }
 
+// allTcp against the pairs themselves: for every way of placing 4 ranks on up to 3 hosts,
+// with or without room in /dev/shm and an RDMA device each, and every GYRE_TRANSPORT,
+// each rank's allTcp is true exactly when every pipe of every rank is tcp.
+TEST(TransportPlan, AllTcpIsTrueExactlyWhenEveryPairMeetsOverTcp) {
+  const TransportKind kinds[] = {TransportKind::kAuto, TransportKind::kTcp, TransportKind::kShm,
+                                 TransportKind::kRdma};
+  int sawTrue = 0, sawFalse = 0;
+  for (int hosts = 0; hosts < 81; ++hosts) {        // base 3: rank r on host (hosts / 3^r) % 3
+    for (int flags = 0; flags < 256; flags += 5) {  // bit r: shm room, bit 4 + r: a device
+      std::vector<Claim> claims;
+      for (int r = 0, h = hosts; r < 4; ++r, h /= 3) {
+        claims.push_back(claim(r, std::string(1, static_cast<char>('a' + h % 3)),
+                               (flags >> r & 1) != 0, (flags >> (4 + r) & 1) ? "rxe0" : ""));
+      }
+      for (TransportKind kind : kinds) {
+        std::vector<TransportPlan> plans;
+        try {
+          for (int r = 0; r < 4; ++r) plans.push_back(planTransports(claims, r, othersOf(r), kind));
+        } catch (const Error&) {
+          continue;  // a setting these claims refuse (rdma without a device, shm across hosts)
+        }
+        bool everyPipeTcp = true;
+        for (const TransportPlan& p : plans) {
+          everyPipeTcp = everyPipeTcp && p.count(PipeTransport::kTcp) == 3;
+        }
+        for (int r = 0; r < 4; ++r) {
+          EXPECT_EQ(plans[static_cast<size_t>(r)].allTcp, everyPipeTcp)
+              << "hosts " << hosts << " flags " << flags << " kind " << static_cast<int>(kind)
+              << " rank " << r;
+        }
+        (everyPipeTcp ? sawTrue : sawFalse)++;
+      }
+    }
+  }
+  // One rank has no pipes: not all tcp, whatever the setting.
+  for (TransportKind kind : kinds) {
+    if (kind == TransportKind::kRdma) continue;  // refused without a device
+    EXPECT_FALSE(planTransports({claim(0, "a", true, "")}, 0, {}, kind).allTcp);
+  }
+  // Both answers were exercised, many times.
+  EXPECT_GT(sawTrue, 100);
+  EXPECT_GT(sawFalse, 100);
+}
+
 }  // namespace
 }  // namespace gyre
