@@ -90,7 +90,9 @@ class TcpSendPipe final : public SendPipe {
   const size_t slotBytes_;
   const int worldSize_;
   TcpProgress* const progress_;
-  std::vector<std::byte> buffer_;     // slots_ * slotBytes_, allocated once
+  // slots_ * slotBytes_, allocated once and left untouched until used: a full mesh of
+  // 512 KiB slots reserves more than a ring ever writes.
+  std::unique_ptr<std::byte[]> buffer_;
   std::vector<FrameHeader> headers_;  // one per slot
   std::vector<const std::byte*> payloads_;  // per slot: its buffer, or the user's (direct)
   // GYRE_ENCRYPT: frames sealed with sealOut_, replies opened by replies_ with openIn_.
@@ -158,7 +160,7 @@ class TcpRecvPipe final : public RecvPipe {
   const size_t slots_;
   const size_t slotBytes_;
   const int worldSize_;
-  std::vector<std::byte> buffer_;
+  std::unique_ptr<std::byte[]> buffer_;  // as the send pipe's
   std::vector<FrameHeader> headers_;
   uint64_t received_ = 0;  // complete frames
   uint64_t released_ = 0;  // frames handed back; frame released_ is the next wait()

@@ -17,7 +17,7 @@ TcpRecvPipe::TcpRecvPipe(Fd fd, int peer, size_t slots, size_t slotBytes, int wo
       slots_(slots),
       slotBytes_(slotBytes),
       worldSize_(worldSize),
-      buffer_(slots * slotBytes),
+      buffer_(std::make_unique_for_overwrite<std::byte[]>(slots * slotBytes)),
       headers_(slots),
       openIn_(keys ? std::make_unique<RecordCipher>(keys->connectorToAcceptor) : nullptr),
       sealOut_(keys ? std::make_unique<RecordCipher>(keys->acceptorToConnector) : nullptr),
@@ -72,7 +72,7 @@ bool TcpRecvPipe::readStep() {
   } else {
     if (received_ - released_ >= slots_) return false;  // every slot is held: wait for release()
     const size_t got = partial_ - kHeader;
-    target = buffer_.data() + (received_ % slots_) * slotBytes_ + got;
+    target = buffer_.get() + (received_ % slots_) * slotBytes_ + got;
     want = next_.bytes - got;
   }
   if (want != 0) {
@@ -105,7 +105,7 @@ bool TcpRecvPipe::readStep() {
     // unseen, until its tag checks.
     const bool control = next_.isControl();
     std::byte* data = control ? reinterpret_cast<std::byte*>(&control_)
-                              : buffer_.data() + (received_ % slots_) * slotBytes_;
+                              : buffer_.get() + (received_ % slots_) * slotBytes_;
     const uint64_t seq = control ? controlIn_++ : received_;
     if (!openIn_->open(control ? RecordKind::kControl : RecordKind::kData, seq, next_, data,
                        control ? sizeof(StatusRecord) : next_.bytes, tagIn_)) {
@@ -164,7 +164,7 @@ Slice TcpRecvPipe::wait(const WaitContext& ctx) {
     waitReadable(ctx, since, spinUntil);
   }
   const size_t i = released_ % slots_;
-  return Slice{buffer_.data() + i * slotBytes_, headers_[i].bytes, headers_[i].tag};
+  return Slice{buffer_.get() + i * slotBytes_, headers_[i].bytes, headers_[i].tag};
 }
 
 Slice TcpRecvPipe::waitInto(void* dst, size_t bytes, const Tag& expect, const WaitContext& ctx) {
@@ -190,7 +190,7 @@ Slice TcpRecvPipe::waitInto(void* dst, size_t bytes, const Tag& expect, const Wa
   // straight into dst, saving the copy out of the slot.
   auto* out = static_cast<std::byte*>(dst);
   size_t got = partial_ - sizeof(FrameHeader);
-  if (got) std::memcpy(out, buffer_.data() + (received_ % slots_) * slotBytes_, got);
+  if (got) std::memcpy(out, buffer_.get() + (received_ % slots_) * slotBytes_, got);
   while (got < bytes) {
     ssize_t r = ::recv(fd_.get(), out + got, bytes - got, MSG_DONTWAIT);
     if (r > 0) {

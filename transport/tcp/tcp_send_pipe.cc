@@ -20,7 +20,7 @@ TcpSendPipe::TcpSendPipe(Fd fd, int peer, size_t slots, size_t slotBytes, TcpPro
       slotBytes_(slotBytes),
       worldSize_(worldSize),
       progress_(progress),
-      buffer_(slots * slotBytes),
+      buffer_(std::make_unique_for_overwrite<std::byte[]>(slots * slotBytes)),
       headers_(slots),
       payloads_(slots),
       sealOut_(keys ? std::make_unique<RecordCipher>(keys->connectorToAcceptor) : nullptr),
@@ -101,12 +101,12 @@ std::byte* TcpSendPipe::acquire(const WaitContext& ctx) {
   const uint64_t slot = posted_.load(std::memory_order_relaxed);
   waitUntil([&] { return slot - completed_.load(std::memory_order_acquire) < slots_; }, ctx,
             "a free send slot");
-  return buffer_.data() + (slot % slots_) * slotBytes_;
+  return buffer_.get() + (slot % slots_) * slotBytes_;
 }
 
 void TcpSendPipe::post(size_t bytes, const Tag& tag) {
   const uint64_t slot = posted_.load(std::memory_order_relaxed);
-  publishData(buffer_.data() + (slot % slots_) * slotBytes_, bytes, tag);
+  publishData(buffer_.get() + (slot % slots_) * slotBytes_, bytes, tag);
 }
 
 void TcpSendPipe::postDirect(const void* src, size_t bytes, const Tag& tag,
@@ -126,7 +126,7 @@ void TcpSendPipe::publishData(const std::byte* payload, size_t bytes, const Tag&
   if (sealOut_) {
     // Into our own slot (from the user's buffer for postDirect), sealed: the slice's
     // number on this connection is its nonce.
-    std::byte* own = buffer_.data() + (slot % slots_) * slotBytes_;
+    std::byte* own = buffer_.get() + (slot % slots_) * slotBytes_;
     sealOut_->seal(RecordKind::kData, slot, h, payload, own, bytes, tags_[slot % slots_]);
     payload = own;
   }
