@@ -105,7 +105,7 @@ Options Options::fromEnvironment() {
   if (const char* v = env("GYRE_STALL_WARN")) {
     o.stallWarn = parseSeconds(v, "GYRE_STALL_WARN", 0.001, 365.0 * 24 * 3600);
   }
-  if (const char* v = env("GYRE_SLOT_BYTES")) {
+  if (const char* v = env("GYRE_SLOT_BYTES"); v && std::string(v) != "auto") {
     o.slotBytes = parseByteSize(v, "GYRE_SLOT_BYTES");
     if (o.slotBytes < 4096 || o.slotBytes > (size_t{1} << 30) || o.slotBytes % 64 != 0) {
       fail(ErrorCode::kInvalidArgument,

@@ -41,10 +41,10 @@ struct GYRE_API Options {
   // GYRE_STALL_WARN (seconds, decimals allowed): a collective that has waited this long
   // logs once which rank it waits for and which rank the chain of waits leads to.
   std::chrono::milliseconds stallWarn{60 * 1000};
-  // GYRE_SLOT_BYTES (K/M suffixes). 128 KiB measured best of 64K..2M for tcp and shm
-  // (4 ranks, 2 cores: tcp 1.5 vs 1.3 GB/s busbw at 64 MiB with 512K; shm 5.0 vs 4.0):
-  // a pipe's K slots stay in the L2 cache while the neighbour consumes them.
-  size_t slotBytes = 128 * 1024;
+  // GYRE_SLOT_BYTES (K/M suffixes): the bytes of one pipe slot, every pipe alike (each
+  // rank must cut a call into the same slices). 0, the default: chosen at creation by
+  // slotBytesFor() below from what the pipes are.
+  size_t slotBytes = 0;
   size_t slots = 4;                                    // GYRE_SLOTS per pipe
   // GYRE_NSOCKS: TCP connections per directed tcp pipe, slices spread round-robin over
   // them (transport/tcp/tcp_striped_pipe.h), as NCCL_NSOCKS_PERTHREAD. 1 measured best
@@ -107,8 +107,30 @@ struct GYRE_API Options {
   // in the path replaced by the rank (else ".rank<R>" added); unset: none.
   std::string timeline;
 
+  // The least slot any pipe gets: slotBytes where set, else the smaller default. What a
+  // call must fit to travel as one slice whatever the pipes (recursive doubling's test).
+  size_t smallestSlotBytes() const { return slotBytes ? slotBytes : kSlotBytes; }
+
+  // The default slot. 128 KiB measured best of 64K..2M for shm (4 ranks, 2 cores: 5.0 vs
+  // 4.0 GB/s busbw at 64 MiB with 512K): a pipe's K slots stay in the L2 cache while the
+  // neighbour consumes them.
+  static constexpr size_t kSlotBytes = 128 * 1024;
+  // Where every pipe is tcp. Each tcp slice is a wake-up of the receiving thread: on a
+  // 2 Gbit/s link beside two busy processes 512 KiB lost 0.8 points of the link (mean of
+  // 4-64 MiB) where 128 KiB lost 1.3, and it cost nothing quiet, at 64 KiB-2 MiB, or on
+  // loopback (docs/benchmarks.md, "Fewer, larger slices", "Equal run lengths"). Not where
+  // some pipes are shm or rdma: those would then cut 512 KiB slices too.
+  static constexpr size_t kTcpSlotBytes = 512 * 1024;
+
   static Options fromEnvironment();
 };
+
+// The slot of a communicator's pipes: Options::slotBytes when set; else kTcpSlotBytes when
+// every pipe between any two of its ranks is tcp (TransportPlan::allTcp), kSlotBytes if not.
+inline size_t slotBytesFor(const Options& options, bool allTcp) {
+  if (options.slotBytes) return options.slotBytes;
+  return allTcp ? Options::kTcpSlotBytes : Options::kSlotBytes;
+}
 
 GYRE_API const Options& globalOptions();
 

@@ -119,7 +119,7 @@ void printHeader(Communicator& comm, const BenchOptions& o, const CollectiveInfo
   const Options& opt = comm.options();
   std::printf("# gyre: %d ranks, transport %s, algo %s, slots %zu x %zu B, nsocks %d\n",
               comm.size(), transportName(opt.transport), algoName(opt.algo), opt.slots,
-              opt.slotBytes, opt.nsocks);
+              comm.slotBytes(), opt.nsocks);
   std::printf("# gyre: launcher %s, bootstrap %s\n", launcherName(launchEnvFromProcess().launcher),
               gBootstrap);
   std::printf("#\n");
@@ -225,7 +225,7 @@ std::unique_ptr<ResultFiles> openResultFiles(Communicator& comm, const BenchOpti
   h.launcher = launcherName(launchEnvFromProcess().launcher);
   h.bootstrap = gBootstrap;
   h.slots = opt.slots;
-  h.slotBytes = opt.slotBytes;
+  h.slotBytes = comm.slotBytes();
   h.nsocks = opt.nsocks;
   for (const CollectiveInfo* c : o.collectives) h.collectives.push_back(c->name);
   h.iters = o.iters;

@@ -97,7 +97,7 @@ void printHeader(const sim::SimWorld& w, const BenchOptions& o, const Collective
       o.stepFactor > 1 ? "factor" : "bytes");
   const Options& g = w.options().gyre;
   std::printf("# gyre-sim: predicted, not measured: %d ranks, algo %s, slots %zu x %zu B\n",
-              w.size(), algoName(g.algo), g.slots, g.slotBytes);
+              w.size(), algoName(g.algo), g.slots, w.slotBytes());
   std::printf("# gyre-sim: %s\n", w.options().network.describe().c_str());
   std::printf(
       "# gyre-sim: the model's inter-host cost as the link probe would measure it: "
@@ -147,7 +147,7 @@ int runPicks(sim::SimWorld& w, const BenchOptions& o) {
     for (AllReduceAlgo a : {AllReduceAlgo::kRing, AllReduceAlgo::kTree,
                             AllReduceAlgo::kRecursiveDoubling, AllReduceAlgo::kHierarchical}) {
       if (a == AllReduceAlgo::kRecursiveDoubling &&
-          !recursiveDoublingFits(l.bytes, w.options().gyre.slotBytes)) {
+          !recursiveDoublingFits(l.bytes, w.options().gyre.smallestSlotBytes())) {
         continue;
       }
       if (a == AllReduceAlgo::kHierarchical && !w.topology().hierarchical()) continue;

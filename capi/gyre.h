@@ -207,9 +207,10 @@ gyreResult_t gyreAllToAllv(const void* sendbuff, const size_t sendcounts[], cons
                            void* recvbuff, const size_t recvcounts[], const size_t rdispls[],
                            gyreDataType_t datatype, gyreComm_t comm);
 /* The receiver's count and datatype must match the sender's (gyreMismatch otherwise). A
- * send larger than the pipe (GYRE_SLOTS x GYRE_SLOT_BYTES) finishes only once the peer
- * receives. Operations run one at a time in issue order, async ones too, so ranks that
- * send to each other at the same time (a ring shift, an exchange) use gyreSendRecv. */
+ * send larger than the pipe (GYRE_SLOTS x the slot, docs/configuration.md) finishes only
+ * once the peer receives. Operations run one at a time in issue order, async ones too, so
+ * ranks that send to each other at the same time (a ring shift, an exchange) use
+ * gyreSendRecv. */
 gyreResult_t gyreSend(const void* sendbuff, size_t count, gyreDataType_t datatype, int peer,
                       gyreComm_t comm);
 gyreResult_t gyreRecv(void* recvbuff, size_t count, gyreDataType_t datatype, int peer,

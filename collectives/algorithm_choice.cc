@@ -49,7 +49,7 @@ double predictMicros(AllReduceAlgo algo, size_t bytes, int size, const LinkCost&
 }
 
 AllReduceAlgo chooseAllReduce(const Options& options, size_t bytes, int size, bool shm) {
-  const bool rdFits = recursiveDoublingFits(bytes, options.slotBytes);
+  const bool rdFits = recursiveDoublingFits(bytes, options.smallestSlotBytes());
   switch (options.algo) {
     case AllReduceAlgo::kAuto: break;
     case AllReduceAlgo::kHierarchical: return AllReduceAlgo::kRing;  // no hosts in this model

@@ -25,8 +25,9 @@ int floorLog2(int n) {
 // bytes on the busiest link decide.
 constexpr double kInterAlphaUs = 60.0;
 constexpr double kInterBytesPerUs = 240.0;
-// The slot size the pipelined hierarchical form's threshold assumes (Options' default).
-constexpr double kPipelineSlotBytes = 128 * 1024;
+// The slice the tree cuts at most (tree_allreduce.cc) and the pipelined hierarchical
+// form's threshold assumes: the default slot where some pipes are shm.
+constexpr double kPipelineSlotBytes = Options::kSlotBytes;
 
 // Per-NIC bytes out and in over the edges that cross hosts; the larger of the two over
 // all NICs. A host's NIC k carries its local ranks k, k + N, k + 2N, ...
@@ -277,7 +278,7 @@ AllReduceAlgo chooseForTopology(const Options& options, size_t bytes, const Host
   for (AllReduceAlgo a : {AllReduceAlgo::kTree, AllReduceAlgo::kRecursiveDoubling,
                           AllReduceAlgo::kHierarchical}) {
     if (a == AllReduceAlgo::kRecursiveDoubling &&
-        !recursiveDoublingFits(bytes, options.slotBytes)) {
+        !recursiveDoublingFits(bytes, options.smallestSlotBytes())) {
       continue;
     }
     if (a == AllReduceAlgo::kHierarchical && !t.hierarchical()) continue;

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "base/error.h"
+#include "base/options.h"
 #include "collectives/double_tree.h"
 #include "collectives/tree_clock.h"
 
@@ -115,8 +116,13 @@ void treeAllReduce(const PrimitiveContext& base, const PeerPipes& pipes, int ran
   const uint32_t divisor = static_cast<uint32_t>(size);
   TreeRank trees[2] = {TreeRank(dt.tree[0], dt.maxDepth, base, pipes, call, divisor),
                        TreeRank(dt.tree[1], dt.maxDepth, base, pipes, call, divisor)};
-  // One slice size for both trees, so that every rank cuts every half alike.
-  const size_t slice = std::min(trees[0].sliceElems(), trees[1].sliceElems());
+  // One slice size for both trees, so that every rank cuts every half alike, and at most
+  // the default slot whatever the pipes hold: a slice climbs and comes down the tree's
+  // depth before the pipeline runs full, so the tree pays its size per level (4 x 1
+  // ranks, 2 Gbit/s tcp, 2-8 MiB: 63-68% of the link with 512 KiB slices, 71% with 128 KiB).
+  // The cost model's tree assumes the same (topology_choice.cc, kPipelineSlotBytes).
+  const size_t slice = std::min({trees[0].sliceElems(), trees[1].sliceElems(),
+                                 std::max<size_t>(1, Options::kSlotBytes / dtypeSize(call.dtype))});
   if (slice == 0) {
     fail(ErrorCode::kInvalidArgument, "rank {}: {}: a slot holds no {} element", rank,
          describe(call), dtypeName(call.dtype));

@@ -35,7 +35,9 @@ SocketAddress parseAddress(const std::string& text) {
 // of a pipe decide alike (a full /dev/shm is a common container failure: fall back).
 bool shmHasRoom(const BootstrapParams& p, const Options& options, int rank) {
   auto free = shmFreeBytes();
-  size_t need = ShmRecvPipe::segmentBytes(options.slots, options.slotBytes) * p.recvFrom.size();
+  // Shared memory is used only where some pipes are not tcp, so never with kTcpSlotBytes.
+  size_t need =
+      ShmRecvPipe::segmentBytes(options.slots, options.smallestSlotBytes()) * p.recvFrom.size();
   if (free && *free >= need) return true;
   log(LogLevel::kWarn, rank,
       "/dev/shm has {} bytes free, {} needed for shared-memory pipes: using tcp instead "
@@ -108,8 +110,9 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
   mine.settings = fmt::format(
       "GYRE_ALGO={} GYRE_TRANSPORT={} GYRE_SLOT_BYTES={} GYRE_SLOTS={} GYRE_NSOCKS={} "
       "GYRE_ENCRYPT={} GYRE_NICS_PER_HOST={} protocol={}",
-      algoName(options.algo), transportName(options.transport), options.slotBytes, options.slots,
-      options.nsocks, options.encrypt ? 1 : 0, options.nicsPerHost, kJoinProtocolVersion);
+      algoName(options.algo), transportName(options.transport),
+      options.slotBytes ? std::to_string(options.slotBytes) : "auto", options.slots, options.nsocks,
+      options.encrypt ? 1 : 0, options.nicsPerHost, kJoinProtocolVersion);
   // The device is opened before the check-in so that the claim can say whether there is
   // one; it is closed again below when no peer gets an rdma pipe.
   std::unique_ptr<RdmaConnector> rdmaDevice;
@@ -144,6 +147,9 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
         pipeTransportName(choice.transport), choice.reason);
   }
   if (plan.count(PipeTransport::kRdma) == 0) rdmaDevice.reset();
+  // Every rank computes allTcp from the same claims: one slot size on every pipe.
+  const size_t slotBytes = slotBytesFor(options, plan.allTcp);
+  set.slotBytes = slotBytes;
   auto useShm = [&](int peer) { return plan.uses(peer, PipeTransport::kShm); };
   auto useRdma = [&](int peer) { return plan.uses(peer, PipeTransport::kRdma); };
   auto pidOf = [&](int peer) { return static_cast<pid_t>(claims[peer].pid); };
@@ -168,20 +174,20 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
     for (int peer : p.recvFrom) {
       if (useRdma(peer)) {
         store.setString(rdmaKey(peer, p.rank, "r"),
-                        rdmaDevice->addRecv(peer, options.slots, options.slotBytes, p.size));
+                        rdmaDevice->addRecv(peer, options.slots, slotBytes, p.size));
       }
     }
     for (int peer : p.sendTo) {
       if (useRdma(peer)) {
         store.setString(rdmaKey(p.rank, peer, "s"),
-                        rdmaDevice->addSend(peer, options.slots, options.slotBytes, p.size));
+                        rdmaDevice->addSend(peer, options.slots, slotBytes, p.size));
       }
     }
     for (int peer : p.recvFrom) {
       if (useShm(peer)) {
         names.push_back(shmSegmentName(tag, p.commId, peer, p.rank));
-        auto pipe = ShmRecvPipe::create("memfd:" + names.back(), options.slots,
-                                        options.slotBytes, peer, pidOf(peer));
+        auto pipe = ShmRecvPipe::create("memfd:" + names.back(), options.slots, slotBytes, peer,
+                                        pidOf(peer));
         store.setString(fmt::format("segment/{}-{}", peer, p.rank), pipe->name());
         set.recv.emplace(peer, std::move(pipe));
       } else {
@@ -235,13 +241,12 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
     set.progress = std::make_unique<TcpProgress>();
     // With GYRE_ENCRYPT, each connection's keys from its handshake (empty: plain).
     for (auto& [peer, fds] : conns.out) {
-      set.send.emplace(peer, makeTcpSendPipe(std::move(fds), peer, options.slots,
-                                             options.slotBytes, set.progress.get(), p.size,
-                                             conns.outKeys[peer]));
+      set.send.emplace(peer, makeTcpSendPipe(std::move(fds), peer, options.slots, slotBytes,
+                                             set.progress.get(), p.size, conns.outKeys[peer]));
     }
     for (auto& [peer, fds] : conns.in) {
-      set.recv.emplace(peer, makeTcpRecvPipe(std::move(fds), peer, options.slots,
-                                             options.slotBytes, p.size, conns.inKeys[peer]));
+      set.recv.emplace(peer, makeTcpRecvPipe(std::move(fds), peer, options.slots, slotBytes, p.size,
+                                             conns.inKeys[peer]));
     }
 
     // 4. Once every rank has opened its segments, no name is needed any more: nothing

@@ -50,6 +50,7 @@ struct PipeSet {
   std::vector<std::string> hostIds;  // by rank
   int localRanks = 1;                // ranks sharing this rank's host, itself included
   bool allShm = false;               // every pipe is shared memory (the cost model's input)
+  size_t slotBytes = 0;              // every pipe's slot (base/options.h slotBytesFor)
 };
 
 // `store` is the communicator's (prefixed) store; `join` has its prefix.

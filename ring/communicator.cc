@@ -148,6 +148,7 @@ const char* Communicator::allReduceAlgorithm(size_t bytes) const {
   return algoName(impl_->chooseAlgorithm(bytes));
 }
 const Options& Communicator::options() const { return impl_->options_; }
+size_t Communicator::slotBytes() const { return impl_->slotBytes(); }
 
 void Communicator::abort() { impl_->abortFromUser(false); }
 void Communicator::revoke() { impl_->abortFromUser(true); }

@@ -32,7 +32,7 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store, int rank, int size,
       store_(std::move(store)),
       listenHost_(listenHost),
       inspector_(rank, size, options.stallWarn, options.timeout) {
-  if (options_.slots < 2 || options_.slotBytes < 64) {
+  if (options_.slots < 2 || options_.smallestSlotBytes() < 64) {
     // The schedules keep up to two slices in flight on one pipe (ring, tree).
     fail(ErrorCode::kInvalidArgument,
          "rank {}: pipes need at least 2 slots of 64 bytes (slots {}, slot bytes {})", rank_,

@@ -65,6 +65,7 @@ class Communicator::Impl {
            const PeerBlocks* blocks = nullptr);
   // The all-reduce algorithm a call of `bytes` runs with (the same on every rank).
   AllReduceAlgo chooseAlgorithm(size_t bytes) const;
+  size_t slotBytes() const { return pipes_.slotBytes; }  // Communicator::slotBytes
   // Point to point: numbered per ordered pair of ranks, not on the communicator's sequence.
   void runSend(CollectiveCall call, int peer, const void* buf, uint64_t record);
   void runRecv(CollectiveCall call, int peer, void* buf, uint64_t record);

@@ -32,7 +32,7 @@ SimWorld::SimWorld(const SimOptions& options)
       scheduler_(size_),
       links_(options.network) {
   if (size_ < 2) fail(ErrorCode::kInvalidArgument, "sim: {} ranks; at least 2", size_);
-  if (options.gyre.slots < 2 || options.gyre.slotBytes < 64) {
+  if (options.gyre.slots < 2 || options.gyre.smallestSlotBytes() < 64) {
     fail(ErrorCode::kInvalidArgument, "sim: pipes need at least 2 slots of 64 bytes");
   }
   // As a communicator: the shm table inside hosts; across hosts what the probe measures.
@@ -40,6 +40,9 @@ SimWorld::SimWorld(const SimOptions& options)
               ? twoLevelCost(true, options.network.probeAlphaUs(),
                              options.network.probeBytesPerUs(), options.gyre.nicsPerHost)
               : twoLevelCost(true, options.gyre.nicsPerHost);
+  // Hosts meet over tcp in the model (gyre-sim was checked against tcp links), a host's
+  // ranks over shm: with one rank per host every pipe is tcp, as a communicator's would be.
+  slotBytes_ = slotBytesFor(options.gyre, topology_.hostCount() == size_);
   pipes_.resize(static_cast<size_t>(size_));
   if (size_ <= options.allPairsMaxRanks) {
     for (int a = 0; a < size_; ++a) {
@@ -71,7 +74,7 @@ void SimWorld::connect(int from, int to) {
   auto key = std::make_pair(from, to);
   if (channels_.count(key)) return;
   auto channel = std::make_unique<SimChannel>(scheduler_, links_, from, to, options_.gyre.slots,
-                                              options_.gyre.slotBytes, options_.payload, counters_);
+                                              slotBytes_, options_.payload, counters_);
   pipes_[static_cast<size_t>(from)].send[to] = &channel->sendEnd();
   pipes_[static_cast<size_t>(to)].recv[from] = &channel->recvEnd();
   channels_.emplace(key, std::move(channel));

@@ -78,6 +78,8 @@ class SimWorld {
   const HostTopology& topology() const { return topology_; }
   const TwoLevelCost& cost() const { return cost_; }
   const SimOptions& options() const { return options_; }
+  // Every simulated pipe's slot: as a communicator's (base/options.h slotBytesFor).
+  size_t slotBytes() const { return slotBytes_; }
   // GYRE_ALGO for the calls that follow (kAuto: the cost model's pick).
   void setAlgo(AllReduceAlgo algo) { options_.gyre.algo = algo; }
   // The algo gyre puts in this call's tag here (auto's pick or GYRE_ALGO's).
@@ -104,6 +106,7 @@ class SimWorld {
   SimOptions options_;
   int size_;
   HostTopology topology_;
+  size_t slotBytes_ = 0;  // set before the first pipe
   TwoLevelCost cost_;
   VirtualScheduler scheduler_;
   LinkTimes links_;

@@ -36,8 +36,9 @@ TEST(AlgorithmChoice, ForcedAlgorithmsAreHonoured) {
       EXPECT_EQ(chooseAllReduce(withAlgo(AllReduceAlgo::kTree), bytes, 8, shm), AllReduceAlgo::kTree);
     }
     const Options rd = withAlgo(AllReduceAlgo::kRecursiveDoubling);
-    EXPECT_EQ(chooseAllReduce(rd, rd.slotBytes, 5, shm), AllReduceAlgo::kRecursiveDoubling);
-    EXPECT_EQ(chooseAllReduce(rd, rd.slotBytes + 1, 5, shm), AllReduceAlgo::kRing);
+    EXPECT_EQ(chooseAllReduce(rd, rd.smallestSlotBytes(), 5, shm),
+              AllReduceAlgo::kRecursiveDoubling);
+    EXPECT_EQ(chooseAllReduce(rd, rd.smallestSlotBytes() + 1, 5, shm), AllReduceAlgo::kRing);
   }
 }
 
@@ -50,12 +51,12 @@ TEST(AlgorithmChoice, AutoFollowsTheModelAndTheMeasuredCrossovers) {
         const LinkCost& cost = linkCost(shm);
         for (AllReduceAlgo a : {AllReduceAlgo::kRing, AllReduceAlgo::kTree,
                                 AllReduceAlgo::kRecursiveDoubling}) {
-          if (a == AllReduceAlgo::kRecursiveDoubling && bytes > o.slotBytes) continue;
+          if (a == AllReduceAlgo::kRecursiveDoubling && bytes > o.smallestSlotBytes()) continue;
           EXPECT_LE(predictMicros(got, bytes, n, cost), predictMicros(a, bytes, n, cost))
               << "n " << n << " bytes " << bytes << " shm " << shm << ": chose "
               << algoName(got) << " over cheaper " << algoName(a);
         }
-        if (bytes > o.slotBytes) {
+        if (bytes > o.smallestSlotBytes()) {
           EXPECT_NE(got, AllReduceAlgo::kRecursiveDoubling);
         }
       }

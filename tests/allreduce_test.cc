@@ -128,6 +128,44 @@ INSTANTIATE_TEST_SUITE_P(
                          std::get<1>(info.param));
     });
 
+// GYRE_SLOT_BYTES unset: 512 KiB slots where every pipe is tcp, 128 KiB where some are
+// shm (base/options.h slotBytesFor), the same on every rank; a set value wins. Each
+// algorithm stays exact on a buffer that crosses the larger slots many times, the tree
+// cutting its slices at 128 KiB whatever the slot (tree_allreduce.cc).
+TEST(AllReduce, DefaultSlotFollowsThePipes) {
+  struct Case {
+    Wiring wiring;
+    size_t set;   // GYRE_SLOT_BYTES, 0 unset
+    size_t want;  // what the communicator reports
+  };
+  for (const Case& c :
+       {Case{Wiring::kTcp, 0, 512 * 1024}, Case{Wiring::kShm, 0, 128 * 1024},
+        Case{Wiring::kMixed, 0, 128 * 1024}, Case{Wiring::kTcp, 16 * 1024, 16 * 1024}}) {
+    for (AllReduceAlgo algo : {AllReduceAlgo::kRing, AllReduceAlgo::kTree}) {
+      SCOPED_TRACE(fmt::format("{} slot {} {}", wiringName(c.wiring), c.set, algoName(algo)));
+      SpawnOptions o = testOptions(c.set, c.wiring);
+      o.options.algo = algo;
+      spawn(
+          4,
+          [want = c.want](Communicator& comm) {
+            check(comm.slotBytes() == want, "rank {}: slot {} bytes, want {}", comm.rank(),
+                  comm.slotBytes(), want);
+            const size_t count = (5 << 18) + 13;  // 5 MiB of float32 and a ragged tail
+            checkAllReduce(comm, DataType::kFloat32, ReduceOp::kSum, count, false);
+            checkAllReduce(comm, DataType::kInt32, ReduceOp::kMax, count, true);
+            checkAllReduce(comm, DataType::kFloat64, ReduceOp::kSum, count, true);
+          },
+          o);
+    }
+  }
+  spawn(
+      1,
+      [](Communicator& comm) {
+        check(comm.slotBytes() == 128 * 1024, "one rank (no pipes): slot {}", comm.slotBytes());
+      },
+      testOptions(0));
+}
+
 TEST(AllReduce, RepeatedCallsAndBarrier) {
   spawn(4, [](Communicator& comm) {
     std::vector<float> buf(100000);

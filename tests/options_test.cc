@@ -91,7 +91,8 @@ TEST(Options, DefaultsWhenUnsetOrEmpty) {
       EXPECT_EQ(o.logLevel, LogLevel::kWarn);
       EXPECT_EQ(o.timeout, std::chrono::seconds(1800));
       EXPECT_EQ(o.stallWarn, std::chrono::seconds(60));
-      EXPECT_EQ(o.slotBytes, 128u * 1024);
+      EXPECT_EQ(o.slotBytes, 0u);  // chosen from the pipes at creation
+      EXPECT_EQ(o.smallestSlotBytes(), 128u * 1024);
       EXPECT_EQ(o.slots, 4u);
       EXPECT_EQ(o.transport, TransportKind::kAuto);
       EXPECT_EQ(o.algo, AllReduceAlgo::kAuto);
@@ -164,6 +165,13 @@ TEST(Options, SlotBytesSuffixesAndBounds) {
                    {"GYRE_SLOT_BYTES=", "must be a multiple of 64 between 4K and 1G"});
   }
   expectRejected("GYRE_SLOT_BYTES", "0", {"GYRE_SLOT_BYTES=0 must be a multiple of 64"});
+  // "auto" is the default spelled out (a launcher may pass it through).
+  EXPECT_EQ(parsedWith("GYRE_SLOT_BYTES", "auto").slotBytes, 0u);
+  EXPECT_EQ(slotBytesFor(parsedWith("GYRE_SLOT_BYTES", "auto"), true), 512u * 1024);
+  EXPECT_EQ(slotBytesFor(parsedWith("GYRE_SLOT_BYTES", "auto"), false), 128u * 1024);
+  EXPECT_EQ(slotBytesFor(parsedWith("GYRE_SLOT_BYTES", "64K"), true), 64u * 1024);
+  EXPECT_EQ(parsedWith("GYRE_SLOT_BYTES", "64K").smallestSlotBytes(), 64u * 1024);
+  expectRejected("GYRE_SLOT_BYTES", "AUTO", {"GYRE_SLOT_BYTES='AUTO' is not a byte size"});
   // Not a byte size at all.
   expectRejected("GYRE_SLOT_BYTES", "4T",
                  {"GYRE_SLOT_BYTES='4T' has an unknown suffix (use K, M or G)"});

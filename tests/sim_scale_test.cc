@@ -199,6 +199,10 @@ TEST(SimNetwork, CallsBeforeDrainTheBucket) {
     SimOptions o = optionsFor({1, 1}, false);
     o.network.linkBytesPerUs = 62.5;
     o.network.linkBurstBytes = 131072;
+    // 128 KiB slices, a burst each: with the default 512 KiB slots of an all-tcp world
+    // (two 256 KiB slices a call here) one call already leaves the bucket as every later
+    // one does, and there is no carry-over left to see.
+    o.gyre.slotBytes = 128 * 1024;
     o.callsBefore = before[i];
     SimWorld w(o);
     w.setAlgo(AllReduceAlgo::kRing);
@@ -213,6 +217,7 @@ TEST(SimNetwork, CallsBeforeDrainTheBucket) {
   SimOptions o = optionsFor({1, 1}, false);
   o.network.linkBytesPerUs = 62.5;
   o.network.linkBurstBytes = 131072;
+  o.gyre.slotBytes = 128 * 1024;
   SimWorld w(o);
   w.setAlgo(AllReduceAlgo::kRing);
   NoPayloadBuffers none(count * 4);
@@ -222,6 +227,41 @@ TEST(SimNetwork, CallsBeforeDrainTheBucket) {
   for (int i = 0; i < 4; ++i) fifth = w.runNext(allReduceCall(count), buffers).micros;
   EXPECT_LT(first, times[0]) << "a full bucket is quicker than one a call has drained";
   EXPECT_NEAR(fifth, times[1], 1e-6 * times[1]);
+}
+
+// The simulated pipes take a communicator's slot: 512 KiB where every pipe is tcp (one rank
+// a host: the model's hosts meet over tcp), 128 KiB where a host has several ranks (shm
+// inside), GYRE_SLOT_BYTES where set.
+TEST(SimWorld, SlotFollowsThePipesAsACommunicatorsDoes) {
+  struct Case {
+    std::vector<int> hosts;
+    size_t set, want;
+  };
+  for (const Case& c : {Case{{1, 1, 1, 1}, 0, 512 * 1024}, Case{{2, 2}, 0, 128 * 1024},
+                        Case{{1, 3}, 0, 128 * 1024}, Case{{1, 1, 1, 1}, 64 * 1024, 64 * 1024}}) {
+    SimOptions o = optionsFor(c.hosts, true);
+    o.gyre.slotBytes = c.set;
+    SimWorld w(o);
+    EXPECT_EQ(w.slotBytes(), c.want) << c.hosts.size() << " hosts, set " << c.set;
+    // A call of several slots stays exact (the tree's slices capped at 128 KiB).
+    const size_t count = (3 << 18) + 5;  // 3 MiB of float32
+    for (AllReduceAlgo algo : {AllReduceAlgo::kRing, AllReduceAlgo::kTree}) {
+      w.setAlgo(algo);
+      std::vector<std::vector<float>> bufs(static_cast<size_t>(w.size()));
+      for (int r = 0; r < w.size(); ++r)
+        bufs[static_cast<size_t>(r)].assign(count, static_cast<float>(r + 1));
+      auto buffers = [&](int r) -> std::pair<const void*, void*> {
+        return {bufs[static_cast<size_t>(r)].data(), bufs[static_cast<size_t>(r)].data()};
+      };
+      w.runNext(allReduceCall(count), buffers, /*fresh=*/true);
+      const float want = static_cast<float>(w.size() * (w.size() + 1) / 2);
+      for (int r = 0; r < w.size(); ++r) {
+        for (size_t i = 0; i < count; ++i) {
+          ASSERT_EQ(bufs[static_cast<size_t>(r)][i], want) << "rank " << r << " element " << i;
+        }
+      }
+    }
+  }
 }
 
 // An oversubscribed switch tier slows the ring across leaves; a full-bisection one does not.
