@@ -16,7 +16,8 @@
 # Env: PY (a python whose torch has torch.distributed.run; default the torch 2 venv of
 # tools/torch_venv.sh), GYRE_TORCH_PATH (where gyre_torch is built: put on PYTHONPATH;
 # default the first build/gyre_torch/*/py/lib.*), BACKENDS ("gyre gloo local"), ROUNDS
-# (2), RUN_TIMEOUT (300 s per run), EXTRA_ENV (passed to every rank). Prints one line per
+# (2), RUN_TIMEOUT (300 s per run), EXTRA_ENV (passed to every rank), NETNS_CC and the
+# rest of tools/netns_hosts.sh's settings. Prints one line per
 # run and a summary: samples/s per backend and round, gyre / gloo and gyre / local within
 # each round. Root only.
 set -euo pipefail
@@ -41,7 +42,8 @@ script=$PWD/python/examples/ddp_train.py
 source tools/netns_hosts.sh
 trap 'netns_hosts_down "$H"' EXIT
 netns_hosts_up "$H" "$RATE"
-echo "# ddp_netns_bench: $H hosts x $L ranks, tbf $NETNS_TBF both directions; $PY;" \
+echo "# ddp_netns_bench: $H hosts x $L ranks, tbf $NETNS_TBF both directions," \
+  "tcp congestion control $NETNS_CC_USED; $PY;" \
   "ddp_train.py $*; ${EXTRA_ENV:-default settings}"
 
 port=29700

@@ -9,9 +9,10 @@
 #   e.g. tools/netns_bench.sh 2 4 1gbit -b 1M -e 64M -f 4 -n 6 -w 1 --rounds 3
 #
 # Env: BIN (directory of gyrerun and gyre-bench, default build/bin), REPEAT (1),
-# EXTRA_ENV (e.g. "GYRE_SLOTS=16", passed to every rank), TBF_LATENCY (50ms), RUN_TIMEOUT
-# (600 s per run). Prints rank 0's lines, then the bytes each host's qdisc sent (0 means
-# the traffic did not cross the links). The namespaces are removed on exit.
+# EXTRA_ENV (e.g. "GYRE_SLOTS=16", passed to every rank), RUN_TIMEOUT (600 s per run),
+# TBF_LATENCY, NETNS_CC and the rest of tools/netns_hosts.sh's settings. Prints rank 0's
+# lines, then the bytes each host's qdisc sent (0 means the traffic did not cross the
+# links). The namespaces are removed on exit.
 set -euo pipefail
 H=${1:?hosts} L=${2:?ranks per host} RATE=${3:?rate, e.g. 2gbit}
 shift 3
@@ -24,7 +25,7 @@ BIN=$(cd "$BIN" && pwd)
 source "$(dirname "$0")/netns_hosts.sh"
 trap 'netns_hosts_down "$H"' EXIT
 netns_hosts_up "$H" "$RATE"
-echo "# netns_bench: $H hosts x $L ranks, tbf $NETNS_TBF both directions, ${EXTRA_ENV:-default settings}"
+echo "# netns_bench: $H hosts x $L ranks, tbf $NETNS_TBF both directions, tcp congestion control $NETNS_CC_USED, ${EXTRA_ENV:-default settings}"
 
 port=29600
 for ((r = 1; r <= REPEAT; r++)); do

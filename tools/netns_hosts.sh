@@ -5,9 +5,12 @@
 # KiB, 2 ms of RATE), as the peers' harness shapes its links; TBF_LATENCY, default 50ms).
 # NETNS_TAG (default gyb, at most 8 characters) and NETNS_NET (default 10.216.0) name
 # another set, so that a second run does not tear down the first's (the suite's
-# sim_validation uses the defaults). Root only (ip netns, tc).
+# sim_validation uses the defaults). NETNS_CC (e.g. cubic) sets each namespace's TCP
+# congestion control; unset, the namespaces take the host's when made (docs/tcp_links.md:
+# BBR's drains cost long runs 1.5-4 points of these links). Root only (ip netns, tc).
 #
-#   netns_hosts_up H RATE     sets NETNS_TBF (the qdisc's settings) and NETNS_NET
+#   netns_hosts_up H RATE     sets NETNS_TBF (the qdisc's settings), NETNS_NET and
+#                             NETNS_CC_USED (host 0's congestion control, for headers)
 #   netns_hosts_down H        bounded wait until the links are gone
 #   netns_hosts_sent H        "# host I sent N bytes" per host (0: nothing crossed)
 NETNS_TAG=${NETNS_TAG:-gyb} NETNS_NET=${NETNS_NET:-10.216.0}
@@ -46,9 +49,14 @@ netns_hosts_up() {
     ip -n "${NETNS_TAG}$i" link set eth0 up
     # shellcheck disable=SC2086  # the settings are words
     ip netns exec "${NETNS_TAG}$i" tc qdisc add dev eth0 root tbf $NETNS_TBF
+    if [[ -n ${NETNS_CC:-} ]]; then
+      ip netns exec "${NETNS_TAG}$i" sysctl -qw net.ipv4.tcp_congestion_control="$NETNS_CC"
+    fi
     # shellcheck disable=SC2086
     tc qdisc add dev "${NETNS_TAG}h$i" root tbf $NETNS_TBF
   done
+  # shellcheck disable=SC2034  # read by the scripts that source this file
+  NETNS_CC_USED=$(ip netns exec "${NETNS_TAG}0" sysctl -n net.ipv4.tcp_congestion_control)
   for ((t = 0; t < 50; t++)); do
     (( $(bridge link show 2>/dev/null | grep -c "${NETNS_TAG}h.*state forwarding") == h )) && break
     sleep 0.1
