@@ -33,6 +33,12 @@ netns_hosts_down() {
 
 netns_hosts_up() {
   local h=$1 rate=$2 i t burst
+  if [[ -n ${NETNS_CC:-} ]] &&
+    ! grep -qw -- "$NETNS_CC" /proc/sys/net/ipv4/tcp_available_congestion_control; then
+    echo "netns_hosts: NETNS_CC=$NETNS_CC is not available here (available:" \
+      "$(cat /proc/sys/net/ipv4/tcp_available_congestion_control); modprobe tcp_$NETNS_CC?)" >&2
+    return 2
+  fi
   netns_hosts_down "$h"
   burst=$(awk -v r="${rate,,}" 'BEGIN {
     m = 1; if (r ~ /gbit$/) m = 1e9; else if (r ~ /mbit$/) m = 1e6; else if (r ~ /kbit$/) m = 1e3
@@ -50,13 +56,16 @@ netns_hosts_up() {
     # shellcheck disable=SC2086  # the settings are words
     ip netns exec "${NETNS_TAG}$i" tc qdisc add dev eth0 root tbf $NETNS_TBF
     if [[ -n ${NETNS_CC:-} ]]; then
-      ip netns exec "${NETNS_TAG}$i" sysctl -qw net.ipv4.tcp_congestion_control="$NETNS_CC"
+      # /proc/sys/net is the reading process's namespace's (no sysctl: procps may be absent)
+      # shellcheck disable=SC2016  # $1 is the inner shell's
+      ip netns exec "${NETNS_TAG}$i" sh -c 'echo "$1" > /proc/sys/net/ipv4/tcp_congestion_control' \
+        sh "$NETNS_CC"
     fi
     # shellcheck disable=SC2086
     tc qdisc add dev "${NETNS_TAG}h$i" root tbf $NETNS_TBF
   done
   # shellcheck disable=SC2034  # read by the scripts that source this file
-  NETNS_CC_USED=$(ip netns exec "${NETNS_TAG}0" sysctl -n net.ipv4.tcp_congestion_control)
+  NETNS_CC_USED=$(ip netns exec "${NETNS_TAG}0" cat /proc/sys/net/ipv4/tcp_congestion_control)
   for ((t = 0; t < 50; t++)); do
     (( $(bridge link show 2>/dev/null | grep -c "${NETNS_TAG}h.*state forwarding") == h )) && break
     sleep 0.1
