@@ -35,9 +35,9 @@ SocketAddress parseAddress(const std::string& text) {
 // of a pipe decide alike (a full /dev/shm is a common container failure: fall back).
 bool shmHasRoom(const BootstrapParams& p, const Options& options, int rank) {
   auto free = shmFreeBytes();
-  // Shared memory is used only where some pipes are not tcp, so never with kTcpSlotBytes.
-  size_t need =
-      ShmRecvPipe::segmentBytes(options.slots, options.smallestSlotBytes()) * p.recvFrom.size();
+  // Shared memory means not every pipe is tcp: its slot is slotBytesFor(options, false).
+  size_t need = ShmRecvPipe::segmentBytes(options.slots, slotBytesFor(options, false)) *
+                p.recvFrom.size();
   if (free && *free >= need) return true;
   log(LogLevel::kWarn, rank,
       "/dev/shm has {} bytes free, {} needed for shared-memory pipes: using tcp instead "

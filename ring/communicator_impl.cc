@@ -36,7 +36,7 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store, int rank, int size,
     // The schedules keep up to two slices in flight on one pipe (ring, tree).
     fail(ErrorCode::kInvalidArgument,
          "rank {}: pipes need at least 2 slots of 64 bytes (slots {}, slot bytes {})", rank_,
-         options_.slots, options_.slotBytes);
+         options_.slots, options_.smallestSlotBytes());
   }
   if (options_.traceBuffer > 0 && !options_.traceDir.empty()) {
     // Now, not at the first failure: the dump is what a failure needs to be understood.

@@ -29,6 +29,9 @@ SimWorld::SimWorld(const SimOptions& options)
     : options_(options),
       size_(options.network.ranks()),
       topology_(topologyOf(options.network)),
+      // Hosts meet over tcp in the model (gyre-sim was checked against tcp links), a
+      // host's ranks over shm: with one rank a host every pipe is tcp, as a communicator's.
+      slotBytes_(slotBytesFor(options.gyre, topology_.hostCount() == size_)),
       scheduler_(size_),
       links_(options.network) {
   if (size_ < 2) fail(ErrorCode::kInvalidArgument, "sim: {} ranks; at least 2", size_);
@@ -40,9 +43,6 @@ SimWorld::SimWorld(const SimOptions& options)
               ? twoLevelCost(true, options.network.probeAlphaUs(),
                              options.network.probeBytesPerUs(), options.gyre.nicsPerHost)
               : twoLevelCost(true, options.gyre.nicsPerHost);
-  // Hosts meet over tcp in the model (gyre-sim was checked against tcp links), a host's
-  // ranks over shm: with one rank per host every pipe is tcp, as a communicator's would be.
-  slotBytes_ = slotBytesFor(options.gyre, topology_.hostCount() == size_);
   pipes_.resize(static_cast<size_t>(size_));
   if (size_ <= options.allPairsMaxRanks) {
     for (int a = 0; a < size_; ++a) {

@@ -106,7 +106,7 @@ class SimWorld {
   SimOptions options_;
   int size_;
   HostTopology topology_;
-  size_t slotBytes_ = 0;  // set before the first pipe
+  const size_t slotBytes_;  // after topology_: derived from it
   TwoLevelCost cost_;
   VirtualScheduler scheduler_;
   LinkTimes links_;
