@@ -8,5 +8,5 @@ here=$(cd "$(dirname "$0")" && pwd)
 orig=$(cat /proc/sys/net/ipv4/tcp_congestion_control)
 trap 'echo "$orig" > /proc/sys/net/ipv4/tcp_congestion_control' EXIT
 echo cubic > /proc/sys/net/ipv4/tcp_congestion_control
-FAIR_OUT=${CUBIC_OUT:-$here} FAIR_PEERS="gyre gloo torch" FAIR_ALT_SLOT= \
+FAIR_OUT=${CUBIC_OUT:-$here} FAIR_PEERS="gyre gloo torch" FAIR_ALT_SLOT='' \
   "$here/../peers_netns_4x1_2gbit_fair/run.sh"

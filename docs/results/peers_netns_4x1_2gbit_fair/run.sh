@@ -4,27 +4,30 @@
 # gyre with its defaults (512 KiB slots where every pipe is tcp) and with GYRE_SLOT_BYTES=128K.
 # FAIR_OUT (this folder), FAIR_PEERS ("gyre gloo torch mpi_tcp"), FAIR_ALT_SLOT (128K; empty:
 # no second gyre run): ../peers_netns_4x1_2gbit_cubic/run.sh runs this with other values.
+# Needs the peers' harness (tools/peers_harness.sh: PEERS_HARNESS, PEERS_BUILD).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-cd "$here/../../.."  # the repository root; the peers harness is ../shared/peers
+cd "$here/../../.." || exit 2  # the repository root
+source tools/peers_harness.sh
+peers_harness_find || exit 2
 base=${FAIR_OUT:-$here}
 peers=${FAIR_PEERS-gyre gloo torch mpi_tcp}
 alt=${FAIR_ALT_SLOT-128K}
-common=(GYRE_BIN=$PWD/build/bin BUILD=/tmp/gyre-peers/build MINB=4M MAXB=64M ITERS=20 MIN_ITERS=20 ITER_BYTES=2G GYRE_ITERS=20)
+common=(MINB=4M MAXB=64M ITERS=20 MIN_ITERS=20 ITER_BYTES=2G GYRE_ITERS=20)
 hogs=()
 trap '[ ${#hogs[@]} -gt 0 ] && kill "${hogs[@]}" 2>/dev/null' EXIT
 for round in 1 2 3; do
   for mode in quiet hogs; do
     hogs=()
     if [ $mode = hogs ]; then
-      for i in 1 2; do nice -n 19 sh -c 'while :; do :; done' & hogs+=($!); done
+      for _ in 1 2; do nice -n 19 sh -c 'while :; do :; done' & hogs+=($!); done
     fi
     echo "== $(date +%H:%M:%S) round $round $mode (load $(cut -d' ' -f1 /proc/loadavg))"
     env "${common[@]}" GYRE_PEERS_OUT=$base/$mode$round-def PEERS="$peers" \
-      GLOO_ALGOS="allreduce_ring ring_chunked" ../shared/peers/run_netns.sh 4 2gbit > $base/$mode$round-def.log 2>&1
+      GLOO_ALGOS="allreduce_ring ring_chunked" "$PEERS_RUN_NETNS" 4 2gbit > $base/$mode$round-def.log 2>&1
     if [ -n "$alt" ]; then
       env "${common[@]}" GYRE_PEERS_OUT=$base/$mode$round-${alt,,} GYRE_SLOT_BYTES=$alt PEERS="gyre" \
-        ../shared/peers/run_netns.sh 4 2gbit > $base/$mode$round-${alt,,}.log 2>&1
+        "$PEERS_RUN_NETNS" 4 2gbit > $base/$mode$round-${alt,,}.log 2>&1
     fi
     [ ${#hogs[@]} -gt 0 ] && kill "${hogs[@]}"
     wait 2>/dev/null

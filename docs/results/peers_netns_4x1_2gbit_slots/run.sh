@@ -1,20 +1,35 @@
-#!/bin/bash
-# A/B under two nice-19 busy loops: gyre default slots vs GYRE_SLOT_BYTES=$ALT, gloo beside.
-cd /work/main
-export GYRE_BIN=$PWD/build/bin BUILD=/tmp/gyre-peers/build MINB=4M MAXB=64M
-out=/tmp/s14/hogs
-hogs() { for i in 1 2; do nice -n 19 sh -c 'while :; do :; done' & done; }
+#!/usr/bin/env bash
+# A/B quiet and under two nice-19 busy loops: gyre's slots then (128 KiB) against
+# GYRE_SLOT_BYTES=$ALT (512K here), Gloo beside; 4 hosts x 1 rank, 2 Gbit/s, 4-64 MiB.
+# Prints each table's busbw as % of the link. Written to SLOTS_OUT (default this folder).
+# Run before the default became 512 KiB on all-tcp pipes: to repeat it now, the first
+# run needs GYRE_SLOT_BYTES=128K. Needs the peers' harness (tools/peers_harness.sh).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+cd "$here/../../.." || exit 2  # the repository root
+source tools/peers_harness.sh
+peers_harness_find || exit 2
+: "${ALT:?the other slot size, e.g. ALT=512K}"
+export MINB=4M MAXB=64M
+out=${SLOTS_OUT:-$here}
+hogs=()
+trap '[ ${#hogs[@]} -gt 0 ] && kill "${hogs[@]}" 2>/dev/null' EXIT
 for r in ${ROUNDS:-1 2}; do
   for load in quiet hogs; do
-    [ $load = hogs ] && hogs
+    hogs=()
+    if [ $load = hogs ]; then
+      for _ in 1 2; do nice -n 19 sh -c 'while :; do :; done' & hogs+=($!); done
+    fi
     echo "== $load $r $(date +%T) $(cut -d' ' -f1-3 /proc/loadavg)"
-    GYRE_PEERS_OUT=$out/$load$r-def PEERS="gyre gloo" GLOO_ALGOS="allreduce_ring ring_chunked" ../shared/peers/run_netns.sh 4 2gbit >$out/$load$r-def.log 2>&1
-    GYRE_SLOT_BYTES=$ALT GYRE_PEERS_OUT=$out/$load$r-alt PEERS="gyre" ../shared/peers/run_netns.sh 4 2gbit >$out/$load$r-alt.log 2>&1
-    [ $load = hogs ] && { pkill -f 'while :; do :; done'; sleep 1; }
+    GYRE_PEERS_OUT=$out/$load$r-def PEERS="gyre gloo" GLOO_ALGOS="allreduce_ring ring_chunked" \
+      "$PEERS_RUN_NETNS" 4 2gbit >$out/$load$r-def.log 2>&1
+    GYRE_SLOT_BYTES=$ALT GYRE_PEERS_OUT=$out/$load$r-alt PEERS="gyre" \
+      "$PEERS_RUN_NETNS" 4 2gbit >$out/$load$r-alt.log 2>&1
+    [ ${#hogs[@]} -gt 0 ] && { kill "${hogs[@]}"; wait 2>/dev/null; hogs=(); }
     for d in $out/$load$r-def $out/$load$r-alt; do
-      for f in $d/results/netns_*.txt; do
-        printf '%-40s' "$(basename $d)/$(basename $f .txt | sed 's/netns_//;s/_n4_2gbit//')"
-        awk '!/^#/ && NF>=13 {printf " %5.1f%%", $12/0.25*100} !/^#/ && NF==11 {printf " %5.1f%%", $7/0.25*100}' $f; echo
+      for f in "$d"/results/netns_*.txt; do
+        printf '%-40s' "$(basename "$d")/$(basename "$f" .txt | sed 's/netns_//;s/_n4_2gbit//')"
+        awk '!/^#/ && NF>=13 {printf " %5.1f%%", $12/0.25*100} !/^#/ && NF==11 {printf " %5.1f%%", $7/0.25*100}' "$f"; echo
       done
     done
   done

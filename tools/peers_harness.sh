@@ -1,0 +1,23 @@
+# shellcheck shell=bash
+# The peers' harness: Gloo, Open MPI and torch.distributed run beside gyre on the same
+# namespaced, tbf-shaped hosts (its run_netns.sh) or on one host (run_peers.sh). It is not
+# part of gyre; the scripts under docs/results/ that ran it source this file from the
+# repository root.
+#   PEERS_HARNESS   the directory holding run_netns.sh (required)
+#   PEERS_BUILD     the harness's build of the peers (its BUILD; default /tmp/gyre-peers/build)
+# Sets PEERS_RUN_NETNS and exports GYRE_BIN (this checkout's build/bin) and BUILD; returns 2
+# naming what is missing.
+peers_harness_find() {
+  if [[ -z ${PEERS_HARNESS:-} || ! -x ${PEERS_HARNESS}/run_netns.sh ]]; then
+    echo "peers_harness: set PEERS_HARNESS to the directory of the peers' harness" \
+      "(run_netns.sh; not part of gyre)${PEERS_HARNESS:+: none in $PEERS_HARNESS}" >&2
+    return 2
+  fi
+  if [[ ! -x build/bin/gyre-bench ]]; then
+    echo "peers_harness: no build/bin/gyre-bench here (tools/build.sh first)" >&2
+    return 2
+  fi
+  # shellcheck disable=SC2034  # for the scripts that source this file
+  PEERS_RUN_NETNS=$PEERS_HARNESS/run_netns.sh
+  export GYRE_BIN=$PWD/build/bin BUILD=${PEERS_BUILD:-/tmp/gyre-peers/build}
+}
