@@ -1,5 +1,6 @@
 #include "base/options.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <limits>
@@ -115,6 +116,21 @@ Options Options::fromEnvironment() {
   if (const char* v = env("GYRE_SLOTS")) o.slots = parseInteger(v, "GYRE_SLOTS", 2, 64);
   if (const char* v = env("GYRE_NSOCKS")) {
     o.nsocks = static_cast<int>(parseInteger(v, "GYRE_NSOCKS", 1, 16));
+  }
+  if (const char* v = env("GYRE_TCP_CONGESTION")) {
+    // The kernel's names: at most 15 characters (TCP_CA_NAME_MAX) of [a-z0-9_].
+    const std::string s(v);
+    const bool wellFormed = !s.empty() && s.size() <= 15 &&
+                            std::all_of(s.begin(), s.end(), [](char c) {
+                              return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+                            });
+    if (!wellFormed) {
+      fail(ErrorCode::kInvalidArgument,
+           "GYRE_TCP_CONGESTION='{}': want a congestion control's name as the kernel lists it "
+           "(cubic, bbr, reno: /proc/sys/net/ipv4/tcp_available_congestion_control)",
+           s);
+    }
+    o.tcpCongestion = s;
   }
   if (const char* v = env("GYRE_TRANSPORT")) {
     std::string s(v);

@@ -50,6 +50,12 @@ struct GYRE_API Options {
   // them (transport/tcp/tcp_striped_pipe.h), as NCCL_NSOCKS_PERTHREAD. 1 measured best
   // on veth and loopback (docs/tcp_links.md, "Several connections per pipe").
   int nsocks = 1;
+  // GYRE_TCP_CONGESTION: the TCP congestion control of every tcp pipe's connections
+  // ("cubic", "bbr", any name the kernel lists in tcp_available_congestion_control);
+  // empty, the default: the host's (net.ipv4.tcp_congestion_control). A job that keeps
+  // its links full for minutes loses 1.5-4% of them to BBR's periodic probing of the
+  // round-trip time (docs/tcp_links.md, "Congestion control"). Per rank; ranks may differ.
+  std::string tcpCongestion;
   TransportKind transport = TransportKind::kAuto;      // GYRE_TRANSPORT=auto|tcp|shm|rdma
   // GYRE_IB_HCA: which RDMA devices and ports to use, NCCL_IB_HCA's syntax
   // ("mlx5_0:1,mlx5_1" prefixes, "^" excludes, "=" exact; transport/rdma/hca_filter.h).

@@ -93,6 +93,9 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
   // (world size, ranks, the settings the schedules depend on, the job token) on every
   // rank, so a disagreement fails at creation everywhere, naming the setting.
   Fd listener = listenOn(SocketAddress::resolve(p.listenHost, 0));
+  // A congestion control the kernel refuses fails here, before the check-in, on every
+  // rank that asks for it (the join tells the others), not midway through connecting.
+  if (!options.tcpCongestion.empty()) setCongestionControl(listener.get(), options.tcpCongestion);
   SocketAddress bound = SocketAddress::ofSocket(listener.get());
   Claim mine;
   mine.rank = p.rank;
@@ -238,6 +241,16 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
     }
     rdmaDevice.reset();
 
+    std::string congestion;  // what the tcp pipes use, for the log
+    for (auto* side : {&conns.out, &conns.in}) {
+      for (auto& [peer, fds] : *side) {
+        for (Fd& fd : fds) {
+          if (!options.tcpCongestion.empty()) setCongestionControl(fd.get(), options.tcpCongestion);
+          if (congestion.empty()) congestion = congestionControlOf(fd.get());
+        }
+      }
+    }
+
     set.progress = std::make_unique<TcpProgress>();
     // With GYRE_ENCRYPT, each connection's keys from its handshake (empty: plain).
     for (auto& [peer, fds] : conns.out) {
@@ -254,9 +267,12 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
     join.arrive("connected");
     join.waitAll("connected", "connecting the pipes");
     for (const std::string& name : names) ShmSegment::unlink(name);
-    log(LogLevel::kInfo, p.rank, "pipes: {} shm, {} rdma, {} tcp ({} connection{} each{})",
+    log(LogLevel::kInfo, p.rank, "pipes: {} shm, {} rdma, {} tcp ({} connection{} each{}{})",
         names.size(), rdmaPipes, conns.in.size() + conns.out.size(), options.nsocks,
-        options.nsocks == 1 ? "" : "s", options.encrypt ? ", AES-256-GCM" : "");
+        options.nsocks == 1 ? "" : "s", options.encrypt ? ", AES-256-GCM" : "",
+        congestion.empty() ? std::string()
+                           : fmt::format(", congestion control {}{}", congestion,
+                                         options.tcpCongestion.empty() ? " (the host's)" : ""));
   } catch (...) {
     for (const std::string& name : names) {
       try {

@@ -52,7 +52,8 @@ constexpr const char* kAllVariables[] = {
     "GYRE_DEBUG",     "GYRE_TIMEOUT",    "GYRE_STALL_WARN",    "GYRE_SLOT_BYTES",    "GYRE_SLOTS",
     "GYRE_TRANSPORT", "GYRE_ALGO",       "GYRE_SYNC_PRIORITY", "GYRE_SOCKET_IFNAME", "GYRE_TOKEN",
     "GYRE_HOST_ID",   "GYRE_REDUCE_ISA", "GYRE_SPIN_US",       "GYRE_TRACE_BUFFER",  "GYRE_TRACE_DIR",
-    "GYRE_TIMELINE",  "GYRE_TOKEN_FILE", "GYRE_ENCRYPT",       "GYRE_NSOCKS",        "GYRE_NICS_PER_HOST"};
+    "GYRE_TIMELINE",  "GYRE_TOKEN_FILE", "GYRE_ENCRYPT",       "GYRE_NSOCKS",        "GYRE_NICS_PER_HOST",
+    "GYRE_TCP_CONGESTION"};
 
 // Options parsed with only `name=value` set (the other variables unset, whatever the
 // environment the suite runs in holds).
@@ -218,6 +219,20 @@ TEST(Options, NsocksBetweenOneAndSixteen) {
     expectRejected(
         "GYRE_NSOCKS", bad,
         {(std::string("GYRE_NSOCKS='") + bad + "' is not an integer in [1, 16]").c_str()});
+  }
+}
+
+TEST(Options, TcpCongestionTakesAKernelName) {
+  EXPECT_EQ(Options{}.tcpCongestion, "");
+  EXPECT_EQ(parsedWith("GYRE_TCP_CONGESTION", "cubic").tcpCongestion, "cubic");
+  EXPECT_EQ(parsedWith("GYRE_TCP_CONGESTION", "bbr").tcpCongestion, "bbr");
+  EXPECT_EQ(parsedWith("GYRE_TCP_CONGESTION", "dctcp").tcpCongestion, "dctcp");
+  EXPECT_EQ(parsedWith("GYRE_TCP_CONGESTION", "abcdefghijklm_5").tcpCongestion, "abcdefghijklm_5");
+  EXPECT_EQ(parsedWith("GYRE_TCP_CONGESTION", "").tcpCongestion, "");  // empty is unset: the host's
+  for (const char* bad : {"CUBIC", "cu bic", "../bbr", "abcdefghijklmnop", "bbr;reno"}) {
+    expectRejected("GYRE_TCP_CONGESTION", bad,
+                   {(std::string("GYRE_TCP_CONGESTION='") + bad + "'").c_str(),
+                    "tcp_available_congestion_control"});
   }
 }
 

@@ -6,9 +6,6 @@
 // shuts down one of its many data sockets mid-stream: every rank must fail promptly
 // naming a peer and the collective, none may hang.
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <dirent.h>
-#include <netinet/in.h>
 
 #include <algorithm>
 #include <cstring>
@@ -19,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "collective_test_support.h"
+#include "data_sockets.h"
 #include "rank_harness.h"
 #include "ring/communicator.h"
 #include "ring/spawn.h"
@@ -31,6 +29,7 @@ namespace gyre {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::dataSockets;
 using testing::tcpPair;
 using testing::RankGroup;
 using testing::RankReport;
@@ -325,34 +324,6 @@ TEST(NsocksCreation, RanksThatDisagreeFailNamingTheSetting) {
     EXPECT_FALSE(r.ok) << "rank " << r.rank << " formed a communicator";
     EXPECT_NE(r.message.find("GYRE_NSOCKS"), std::string::npos) << r.message;
   }
-}
-
-// Rank 1's connected TCP data sockets: stream sockets with a peer, other than the
-// store's connection (its peer or own port is the store's).
-std::vector<int> dataSockets(uint16_t storePort) {
-  std::vector<int> fds;
-  DIR* d = ::opendir("/proc/self/fd");
-  if (!d) return fds;
-  while (dirent* e = ::readdir(d)) {
-    const int fd = std::atoi(e->d_name);
-    struct stat st;
-    if (e->d_name[0] == '.' || ::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
-    int type = 0;
-    socklen_t len = sizeof(type);
-    if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM) continue;
-    sockaddr_in self{}, peer{};
-    socklen_t ls = sizeof(self), lp = sizeof(peer);
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &ls) != 0 ||
-        self.sin_family != AF_INET ||
-        ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &lp) != 0) {
-      continue;
-    }
-    if (ntohs(self.sin_port) == storePort || ntohs(peer.sin_port) == storePort) continue;
-    fds.push_back(fd);
-  }
-  ::closedir(d);
-  std::sort(fds.begin(), fds.end());
-  return fds;
 }
 
 class KilledSocket : public ::testing::TestWithParam<int> {};

@@ -10,7 +10,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include "base/error.h"
 
@@ -191,6 +194,50 @@ void setNoDelay(int fd) {
     if (errno == EOPNOTSUPP || errno == ENOPROTOOPT) return;
     failSystem(errno, "setsockopt(TCP_NODELAY)");
   }
+}
+
+namespace {
+
+// A one-line file under /proc/sys, trimmed; "unknown" where it cannot be read.
+std::string procSysLine(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  if (!in || !std::getline(in, line)) return "unknown";
+  return line;
+}
+
+}  // namespace
+
+void setCongestionControl(int fd, const std::string& name) {
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(),
+                   static_cast<socklen_t>(name.size())) == 0) {
+    return;
+  }
+  const int err = errno;
+  if (err == EOPNOTSUPP || err == ENOPROTOOPT) return;
+  if (err == ENOENT) {
+    fail(ErrorCode::kInvalidArgument,
+         "GYRE_TCP_CONGESTION={}: this kernel has no such TCP congestion control (it has: {}, "
+         "/proc/sys/net/ipv4/tcp_available_congestion_control; a module may need loading: "
+         "modprobe tcp_{})",
+         name, procSysLine("/proc/sys/net/ipv4/tcp_available_congestion_control"), name);
+  }
+  if (err == EPERM) {
+    fail(ErrorCode::kInvalidArgument,
+         "GYRE_TCP_CONGESTION={}: the kernel does not allow it to this process: "
+         "net.ipv4.tcp_allowed_congestion_control is '{}' (an administrator adds {} there, or "
+         "the job runs with CAP_NET_ADMIN; unset GYRE_TCP_CONGESTION to keep the host's {})",
+         name, procSysLine("/proc/sys/net/ipv4/tcp_allowed_congestion_control"), name,
+         procSysLine("/proc/sys/net/ipv4/tcp_congestion_control"));
+  }
+  failSystem(err, fmt::format("setsockopt(TCP_CONGESTION, {})", name));
+}
+
+std::string congestionControlOf(int fd) {
+  char name[64] = {};
+  socklen_t length = sizeof(name) - 1;
+  if (::getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &length) != 0) return "";
+  return std::string(name, ::strnlen(name, length));
 }
 
 void writeExact(int fd, const void* data, size_t n, Clock::time_point deadline) {

@@ -77,6 +77,13 @@ Fd acceptUntil(int listenFd, Clock::time_point deadline);
 
 void setNonBlocking(int fd, bool on);
 void setNoDelay(int fd);
+// Sets the TCP congestion control of `fd` (GYRE_TCP_CONGESTION). Throws
+// kInvalidArgument naming the setting when the kernel has no such algorithm (with the
+// ones it has) or does not allow it to this process (with the allowed list and what to
+// change); kSystemError otherwise. A stream that is not TCP is left alone.
+void setCongestionControl(int fd, const std::string& name);
+// The congestion control `fd` uses ("cubic"), or "" where it is not a TCP socket.
+std::string congestionControlOf(int fd);
 
 // Read or write exactly `n` bytes on a blocking or non-blocking socket, polling for
 // readiness until `deadline`. readExact on EOF throws kRemoteError ("closed").
