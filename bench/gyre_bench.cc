@@ -35,6 +35,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -107,6 +108,15 @@ std::vector<std::string> gatherRankRecords(Communicator& comm) {
 // How the ranks found each other, for the header: "MPI_Bcast" or the launcher's variables.
 const char* gBootstrap = "environment";
 
+// The congestion control of the tcp pipes, for the header: GYRE_TCP_CONGESTION, or the
+// host's (this network namespace's) default, which new connections take.
+std::string tcpCongestionInUse(const Options& opt) {
+  if (!opt.tcpCongestion.empty()) return opt.tcpCongestion + " (GYRE_TCP_CONGESTION)";
+  std::ifstream in("/proc/sys/net/ipv4/tcp_congestion_control");
+  std::string name;
+  return in >> name ? name + " (the host's)" : std::string("unknown");
+}
+
 // nccl-tests' header.
 void printHeader(Communicator& comm, const BenchOptions& o, const CollectiveInfo& c,
                  const std::vector<std::string>& records) {
@@ -120,8 +130,9 @@ void printHeader(Communicator& comm, const BenchOptions& o, const CollectiveInfo
   std::printf("# gyre: %d ranks, transport %s, algo %s, slots %zu x %zu B, nsocks %d\n",
               comm.size(), transportName(opt.transport), algoName(opt.algo), opt.slots,
               comm.slotBytes(), opt.nsocks);
-  std::printf("# gyre: launcher %s, bootstrap %s\n", launcherName(launchEnvFromProcess().launcher),
-              gBootstrap);
+  std::printf("# gyre: launcher %s, bootstrap %s, tcp congestion control %s\n",
+              launcherName(launchEnvFromProcess().launcher), gBootstrap,
+              tcpCongestionInUse(opt).c_str());
   std::printf("#\n");
   for (size_t r = 0; r < records.size(); ++r) {
     int pid = 0;
@@ -227,6 +238,7 @@ std::unique_ptr<ResultFiles> openResultFiles(Communicator& comm, const BenchOpti
   h.slots = opt.slots;
   h.slotBytes = comm.slotBytes();
   h.nsocks = opt.nsocks;
+  h.tcpCongestion = tcpCongestionInUse(opt);
   for (const CollectiveInfo* c : o.collectives) h.collectives.push_back(c->name);
   h.iters = o.iters;
   h.warmup = o.warmup;

@@ -135,6 +135,7 @@ void ResultFiles::finish() {
                      jsonString(h.algorithm));
   out += fmt::format("  \"slots\": {},\n  \"slot_bytes\": {},\n  \"nsocks\": {},\n", h.slots,
                      h.slotBytes, h.nsocks);
+  out += fmt::format("  \"tcp_congestion\": {},\n", jsonString(h.tcpCongestion));
   out += fmt::format("  \"launcher\": {},\n  \"bootstrap\": {},\n", jsonString(h.launcher),
                      jsonString(h.bootstrap));
   out += fmt::format("  \"collectives\": {},\n", jsonStrings(h.collectives));

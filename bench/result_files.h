@@ -54,6 +54,7 @@ struct RunHeader {
   std::string transport, algorithm, launcher, bootstrap;
   size_t slots = 0, slotBytes = 0;
   int nsocks = 1;
+  std::string tcpCongestion;  // "cubic (GYRE_TCP_CONGESTION)", "bbr (the host's)"
   std::vector<std::string> collectives;
   int iters = 0, warmup = 0;
   bool check = true;
