@@ -21,7 +21,7 @@ Cluster:
   --nic rank|host          one NIC per rank (default) or one per host, shared
   --link-burst BYTES       a token bucket on each NIC side, as tc's tbf (default 0: none;
                            tools/netns_bench.sh's links: max(128 KiB, 2 ms of the rate))
-  --link-peak RATE         what the bucket's bytes pass at (default 2500: a veth)
+  --link-peak RATE         what the bucket's bytes pass at (default 10000: a veth)
   --calls-before N         with a bucket: identical calls before the timed one (default
                            1; gyre-bench --compare-algos' steady state: 4)
   --oversub R              leaf uplinks carry 1/R of their hosts' NIC capacity (default 1)

@@ -48,8 +48,11 @@ struct NetworkModel {
   // links): up to linkBurstBytes of tokens, refilled at the link rate, let bytes through
   // at linkPeakBytesPerUs (the unshaped veth) instead of the link rate. 0: no bucket (a
   // real NIC). Buckets start full (sim_world.h times the second of two calls).
+  // A veth hands a whole segment to its peer by reference; the bytes' cost is the
+  // sockets' copies at both ends, which sliceOverheadUs and cpuBytesPerUs charge, so
+  // the veth's own rate is far above what a copy moves (docs/simulator.md).
   double linkBurstBytes = 0;
-  double linkPeakBytesPerUs = 2500;
+  double linkPeakBytesPerUs = 10000;
   double tcpPayloadShare = 1448.0 / 1514.0;
   int hostsPerLeaf = 0;          // 0: every host on one switch
   double oversub = 1;            // a leaf's uplink capacity = its NICs' / oversub
