@@ -10,9 +10,11 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 
 #include "transport/pipe.h"
+#include "transport/spin_pause.h"
 
 namespace gyre {
 
@@ -33,11 +35,6 @@ struct Doorbell {
   // Sleeps while seq == expected, at most until ctx.deadline and at most 10 ms.
   void sleep(uint32_t expected, const WaitContext& ctx, bool shared);
 };
-
-// One pause of a bounded spin: yields the core once. Returns whether to go on spinning:
-// false once spinUntil has passed, and false without yielding while this thread's yields
-// have recently been slow (another process holds the core: sleep instead; doorbell.cc).
-bool spinPause(std::chrono::steady_clock::time_point spinUntil);
 
 template <typename Pred>
 Doorbell::WaitResult Doorbell::wait(Pred&& pred, const WaitContext& ctx, bool shared) {

@@ -49,7 +49,7 @@
 #include "transport/pipe.h"
 #include "transport/rdma/control_link.h"
 #include "transport/rdma/queue_pair.h"
-#include "transport/doorbell.h"
+#include "transport/spin_pause.h"
 #include "transport/rdma/verbs_device.h"
 
 namespace gyre {

@@ -5,7 +5,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "transport/doorbell.h"
+#include "transport/spin_pause.h"
 #include "transport/tcp/tcp_pipe.h"
 
 namespace gyre {

@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "transport/doorbell.h"
+#include "transport/spin_pause.h"
 #include "transport/tcp/tcp_pipe.h"
 #include "transport/tcp/tcp_progress.h"
 

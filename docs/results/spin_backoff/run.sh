@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The spin's backoff (transport/spin_pause.h) before and after it needed repeated late
+# yields: gyre built from the commit before (OLD_BIN, its build/bin) against this checkout's
+# build, with Gloo's allreduce_ring beside, 4 hosts x 1 rank at 2 Gbit/s, 16 B-64 MiB,
+# 20 ops a size; three rounds, each quiet and beside two busy loops (nice 19). Under CUBIC
+# (set for the run through /proc/sys, the host's put back on exit) so that BBR's drains do
+# not decide the long sizes. Needs root and the peers' harness (tools/peers_harness.sh).
+# Tables: ./summary.py [DIR] (default ./netns). The one-host runs: host_run.sh, host_summary.py.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+cd "$here/../../.." || exit 2  # the repository root
+source tools/peers_harness.sh
+peers_harness_find || exit 2
+[[ -x ${OLD_BIN:-}/gyre-bench ]] || { echo "run.sh: set OLD_BIN to the build/bin of the commit before" >&2; exit 2; }
+NEW_BIN=$GYRE_BIN
+base=${SPIN_OUT:-$here/netns}
+mkdir -p "$base"
+orig=$(cat /proc/sys/net/ipv4/tcp_congestion_control)
+hogs=()
+trap 'echo "$orig" > /proc/sys/net/ipv4/tcp_congestion_control; [ ${#hogs[@]} -gt 0 ] && kill "${hogs[@]}" 2>/dev/null' EXIT
+echo cubic > /proc/sys/net/ipv4/tcp_congestion_control
+common=(MINB=16 MAXB=64M FACTOR=4 ITERS=20 MIN_ITERS=20 ITER_BYTES=2G GYRE_ITERS=20)
+for round in 1 2 3; do
+  for mode in quiet hogs; do
+    hogs=()
+    if [ $mode = hogs ]; then
+      for _ in 1 2; do nice -n 19 sh -c 'while :; do :; done' & hogs+=($!); done
+    fi
+    for v in old new gloo; do
+      echo "== $(date +%H:%M:%S) round $round $mode $v (load $(cut -d' ' -f1 /proc/loadavg))"
+      case $v in
+        old) env "${common[@]}" GYRE_BIN="$OLD_BIN" PEERS=gyre GYRE_PEERS_OUT=$base/$mode$round-old "$PEERS_RUN_NETNS" 4 2gbit > $base/$mode$round-old.log 2>&1 ;;
+        new) env "${common[@]}" GYRE_BIN="$NEW_BIN" PEERS=gyre GYRE_PEERS_OUT=$base/$mode$round-new "$PEERS_RUN_NETNS" 4 2gbit > $base/$mode$round-new.log 2>&1 ;;
+        gloo) env "${common[@]}" PEERS=gloo GLOO_ALGOS=allreduce_ring GYRE_PEERS_OUT=$base/$mode$round-gloo "$PEERS_RUN_NETNS" 4 2gbit > $base/$mode$round-gloo.log 2>&1 ;;
+      esac
+    done
+    [ ${#hogs[@]} -gt 0 ] && kill "${hogs[@]}"
+    wait 2>/dev/null
+    hogs=()
+  done
+done
+echo "== $(date +%H:%M:%S) done"
