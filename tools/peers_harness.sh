@@ -21,3 +21,22 @@ peers_harness_find() {
   PEERS_RUN_NETNS=$PEERS_HARNESS/run_netns.sh
   export GYRE_BIN=$PWD/build/bin BUILD=${PEERS_BUILD:-/tmp/gyre-peers/build}
 }
+
+# The load of the "beside busy processes" runs: N (default 2) shell busy loops at nice 19.
+# busy_loops_start sets BUSY_LOOPS (their pids); busy_loops_stop kills and reaps them (safe
+# to call twice, and from an EXIT trap).
+busy_loops_start() {
+  BUSY_LOOPS=()
+  local i
+  for ((i = 0; i < ${1:-2}; i++)); do
+    nice -n 19 sh -c 'while :; do :; done' &
+    BUSY_LOOPS+=($!)
+  done
+}
+busy_loops_stop() {
+  if [[ -n ${BUSY_LOOPS[*]:-} ]]; then
+    kill "${BUSY_LOOPS[@]}" 2>/dev/null
+    wait "${BUSY_LOOPS[@]}" 2>/dev/null
+  fi
+  BUSY_LOOPS=()
+}

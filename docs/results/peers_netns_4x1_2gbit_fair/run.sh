@@ -14,14 +14,10 @@ base=${FAIR_OUT:-$here}
 peers=${FAIR_PEERS-gyre gloo torch mpi_tcp}
 alt=${FAIR_ALT_SLOT-128K}
 common=(MINB=4M MAXB=64M ITERS=20 MIN_ITERS=20 ITER_BYTES=2G GYRE_ITERS=20)
-hogs=()
-trap '[ ${#hogs[@]} -gt 0 ] && kill "${hogs[@]}" 2>/dev/null' EXIT
+trap busy_loops_stop EXIT
 for round in 1 2 3; do
   for mode in quiet hogs; do
-    hogs=()
-    if [ $mode = hogs ]; then
-      for _ in 1 2; do nice -n 19 sh -c 'while :; do :; done' & hogs+=($!); done
-    fi
+    [ $mode = hogs ] && busy_loops_start 2
     echo "== $(date +%H:%M:%S) round $round $mode (load $(cut -d' ' -f1 /proc/loadavg))"
     env "${common[@]}" GYRE_PEERS_OUT=$base/$mode$round-def PEERS="$peers" \
       GLOO_ALGOS="allreduce_ring ring_chunked" "$PEERS_RUN_NETNS" 4 2gbit > $base/$mode$round-def.log 2>&1
@@ -29,9 +25,7 @@ for round in 1 2 3; do
       env "${common[@]}" GYRE_PEERS_OUT=$base/$mode$round-${alt,,} GYRE_SLOT_BYTES=$alt PEERS="gyre" \
         "$PEERS_RUN_NETNS" 4 2gbit > $base/$mode$round-${alt,,}.log 2>&1
     fi
-    [ ${#hogs[@]} -gt 0 ] && kill "${hogs[@]}"
-    wait 2>/dev/null
-    hogs=()
+    busy_loops_stop
   done
 done
 echo "== $(date +%H:%M:%S) done"

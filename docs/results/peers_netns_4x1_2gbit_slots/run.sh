@@ -12,20 +12,16 @@ peers_harness_find || exit 2
 : "${ALT:?the other slot size, e.g. ALT=512K}"
 export MINB=4M MAXB=64M
 out=${SLOTS_OUT:-$here}
-hogs=()
-trap '[ ${#hogs[@]} -gt 0 ] && kill "${hogs[@]}" 2>/dev/null' EXIT
+trap busy_loops_stop EXIT
 for r in ${ROUNDS:-1 2}; do
   for load in quiet hogs; do
-    hogs=()
-    if [ $load = hogs ]; then
-      for _ in 1 2; do nice -n 19 sh -c 'while :; do :; done' & hogs+=($!); done
-    fi
+    [ $load = hogs ] && busy_loops_start 2
     echo "== $load $r $(date +%T) $(cut -d' ' -f1-3 /proc/loadavg)"
     GYRE_PEERS_OUT=$out/$load$r-def PEERS="gyre gloo" GLOO_ALGOS="allreduce_ring ring_chunked" \
       "$PEERS_RUN_NETNS" 4 2gbit >$out/$load$r-def.log 2>&1
     GYRE_SLOT_BYTES=$ALT GYRE_PEERS_OUT=$out/$load$r-alt PEERS="gyre" \
       "$PEERS_RUN_NETNS" 4 2gbit >$out/$load$r-alt.log 2>&1
-    [ ${#hogs[@]} -gt 0 ] && { kill "${hogs[@]}"; wait 2>/dev/null; hogs=(); }
+    busy_loops_stop
     for d in $out/$load$r-def $out/$load$r-alt; do
       for f in "$d"/results/netns_*.txt; do
         printf '%-40s' "$(basename "$d")/$(basename "$f" .txt | sed 's/netns_//;s/_n4_2gbit//')"

@@ -16,27 +16,23 @@ NEW_BIN=$GYRE_BIN
 base=${SPIN_OUT:-$here/netns}
 mkdir -p "$base"
 orig=$(cat /proc/sys/net/ipv4/tcp_congestion_control)
-hogs=()
-trap 'echo "$orig" > /proc/sys/net/ipv4/tcp_congestion_control; [ ${#hogs[@]} -gt 0 ] && kill "${hogs[@]}" 2>/dev/null' EXIT
+trap 'echo "$orig" > /proc/sys/net/ipv4/tcp_congestion_control; busy_loops_stop' EXIT
 echo cubic > /proc/sys/net/ipv4/tcp_congestion_control
 common=(MINB=16 MAXB=64M FACTOR=4 ITERS=20 MIN_ITERS=20 ITER_BYTES=2G GYRE_ITERS=20)
 for round in 1 2 3; do
   for mode in quiet hogs; do
-    hogs=()
-    if [ $mode = hogs ]; then
-      for _ in 1 2; do nice -n 19 sh -c 'while :; do :; done' & hogs+=($!); done
-    fi
+    [ $mode = hogs ] && busy_loops_start 2
     for v in old new gloo; do
       echo "== $(date +%H:%M:%S) round $round $mode $v (load $(cut -d' ' -f1 /proc/loadavg))"
       case $v in
-        old) env "${common[@]}" GYRE_BIN="$OLD_BIN" PEERS=gyre GYRE_PEERS_OUT=$base/$mode$round-old "$PEERS_RUN_NETNS" 4 2gbit > $base/$mode$round-old.log 2>&1 ;;
-        new) env "${common[@]}" GYRE_BIN="$NEW_BIN" PEERS=gyre GYRE_PEERS_OUT=$base/$mode$round-new "$PEERS_RUN_NETNS" 4 2gbit > $base/$mode$round-new.log 2>&1 ;;
-        gloo) env "${common[@]}" PEERS=gloo GLOO_ALGOS=allreduce_ring GYRE_PEERS_OUT=$base/$mode$round-gloo "$PEERS_RUN_NETNS" 4 2gbit > $base/$mode$round-gloo.log 2>&1 ;;
+        old) vars=(GYRE_BIN="$OLD_BIN" PEERS=gyre) ;;
+        new) vars=(GYRE_BIN="$NEW_BIN" PEERS=gyre) ;;
+        gloo) vars=(PEERS=gloo GLOO_ALGOS=allreduce_ring) ;;
       esac
+      env "${common[@]}" "${vars[@]}" GYRE_PEERS_OUT="$base/$mode$round-$v" \
+        "$PEERS_RUN_NETNS" 4 2gbit > "$base/$mode$round-$v.log" 2>&1
     done
-    [ ${#hogs[@]} -gt 0 ] && kill "${hogs[@]}"
-    wait 2>/dev/null
-    hogs=()
+    busy_loops_stop
   done
 done
 echo "== $(date +%H:%M:%S) done"
