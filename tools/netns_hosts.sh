@@ -39,6 +39,16 @@ netns_hosts_up() {
       "$(cat /proc/sys/net/ipv4/tcp_available_congestion_control); modprobe tcp_$NETNS_CC?)" >&2
     return 2
   fi
+  # A namespace other than the host's may only take what the host allows (the kernel
+  # answers anything else with EPERM, which `echo` reports as an I/O error).
+  if [[ -n ${NETNS_CC:-} ]] &&
+    ! grep -qw -- "$NETNS_CC" /proc/sys/net/ipv4/tcp_allowed_congestion_control; then
+    echo "netns_hosts: NETNS_CC=$NETNS_CC is available but not allowed in a namespace" \
+      "(net.ipv4.tcp_allowed_congestion_control: $(cat /proc/sys/net/ipv4/tcp_allowed_congestion_control));" \
+      "as root on the host: sysctl -w net.ipv4.tcp_allowed_congestion_control=\"$(
+        cat /proc/sys/net/ipv4/tcp_allowed_congestion_control) $NETNS_CC\"" >&2
+    return 2
+  fi
   netns_hosts_down "$h"
   burst=$(awk -v r="${rate,,}" 'BEGIN {
     m = 1; if (r ~ /gbit$/) m = 1e9; else if (r ~ /mbit$/) m = 1e6; else if (r ~ /kbit$/) m = 1e3
@@ -58,8 +68,12 @@ netns_hosts_up() {
     if [[ -n ${NETNS_CC:-} ]]; then
       # /proc/sys/net is the reading process's namespace's (no sysctl: procps may be absent)
       # shellcheck disable=SC2016  # $1 is the inner shell's
-      ip netns exec "${NETNS_TAG}$i" sh -c 'echo "$1" > /proc/sys/net/ipv4/tcp_congestion_control' \
-        sh "$NETNS_CC"
+      if ! ip netns exec "${NETNS_TAG}$i" sh -c \
+        'echo "$1" > /proc/sys/net/ipv4/tcp_congestion_control' sh "$NETNS_CC"; then
+        echo "netns_hosts: namespace ${NETNS_TAG}$i refused NETNS_CC=$NETNS_CC" >&2
+        netns_hosts_down "$h"
+        return 2
+      fi
     fi
     # shellcheck disable=SC2086
     tc qdisc add dev "${NETNS_TAG}h$i" root tbf $NETNS_TBF
