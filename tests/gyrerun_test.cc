@@ -244,8 +244,9 @@ TEST_F(GyrerunTest, LeavesTheProgramsArgumentsAlone) {
   EXPECT_EQ(r.out, "5 --nnodes 3 --help\n");  // echo -n: gyrerun ends the line
 }
 
-// --bind core: local rank r may run only on the (r mod k)-th CPU gyrerun may use; without
-// it every rank keeps gyrerun's whole set.
+// --bind core: local rank r may run only on one CPU gyrerun may use: the r-th where the k
+// CPUs are enough, else the (r * k / n)-th (neighbours share one); without it every rank
+// keeps gyrerun's whole set.
 TEST_F(GyrerunTest, BindCorePinsEachLocalRankToOneCpu) {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
@@ -256,13 +257,31 @@ TEST_F(GyrerunTest, BindCorePinsEachLocalRankToOneCpu) {
   }
   ASSERT_FALSE(cpus.empty());
   const std::string show = "sh -c 'echo $LOCAL_RANK $(grep Cpus_allowed_list /proc/self/status | cut -f2)'";
-  RunResult bound = runGyrerun("-n 3 --bind core " + show);
-  ASSERT_EQ(bound.exitCode, 0) << bound.err;
-  std::multiset<std::string> want;
-  for (int r = 0; r < 3; ++r) {
-    want.insert(std::to_string(r) + " " + std::to_string(cpus[r % cpus.size()]));
+  const int k = static_cast<int>(cpus.size());
+  // One rank per CPU while they last; then as many ranks as CPUs times 1.5 and 2.
+  for (int n : {std::min(k, 3), k + (k + 1) / 2, 2 * k}) {
+    RunResult bound = runGyrerun("-n " + std::to_string(n) + " --bind core " + show);
+    ASSERT_EQ(bound.exitCode, 0) << bound.err;
+    std::multiset<std::string> want;
+    std::vector<int> perCpu(static_cast<size_t>(k), 0);
+    for (int r = 0; r < n; ++r) {
+      const int index = n <= k ? r : r * k / n;
+      ++perCpu[static_cast<size_t>(index)];
+      want.insert(std::to_string(r) + " " + std::to_string(cpus[static_cast<size_t>(index)]));
+    }
+    EXPECT_EQ(lineSet(bound.out), want) << "-n " << n;
+    if (n >= k) {  // every CPU used, none with two ranks more than another
+      EXPECT_EQ(*std::min_element(perCpu.begin(), perCpu.end()) + (n % k != 0),
+                *std::max_element(perCpu.begin(), perCpu.end()))
+          << "-n " << n;
+    }
   }
-  EXPECT_EQ(lineSet(bound.out), want);
+  if (k == 2) {  // this machine's case, spelled out: 4 ranks on 2 CPUs as 0 0 1 1
+    RunResult four = runGyrerun("-n 4 --bind core " + show);
+    ASSERT_EQ(four.exitCode, 0) << four.err;
+    const std::string a = std::to_string(cpus[0]), b = std::to_string(cpus[1]);
+    EXPECT_EQ(lineSet(four.out), (std::multiset<std::string>{"0 " + a, "1 " + a, "2 " + b, "3 " + b}));
+  }
   RunResult free = runGyrerun("-n 2 " + show);
   ASSERT_EQ(free.exitCode, 0) << free.err;
   if (cpus.size() > 1) {

@@ -68,8 +68,9 @@ options (--opt VALUE or --opt=VALUE; `-` or `_` inside names):
                           passes through unchanged so tables stay parseable), all, none
   --no-prefix             same as --prefix none
   --bind MODE             none (default: the kernel places ranks) or core: local rank r
-                          runs only on the (r mod k)-th of the k CPUs gyrerun may use
-                          (as mpirun --bind-to core)
+                          runs only on the r-th of the k CPUs gyrerun may use (as
+                          mpirun --bind-to core); with more local ranks than CPUs,
+                          neighbours share one: r on the (r * k / nproc)-th
   -h, --help              this text
 
 With several ranks per node and OMP_NUM_THREADS unset, it is set to 1 (torchrun's

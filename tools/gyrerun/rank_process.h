@@ -13,7 +13,8 @@
 // child gets SIGKILL if gyrerun dies without stopping it (PR_SET_PDEATHSIG), so a killed
 // launcher leaves no ranks behind. If exec fails the child says why on its stderr and
 // exits 127, as a shell does. With --bind core the child is pinned to one CPU before exec
-// (chosen in the parent: the (localRank mod k)-th CPU gyrerun may use). gyrerun signals
+// (chosen in the parent among the k CPUs gyrerun may use: the localRank-th where there are
+// enough, else consecutive local ranks share one, local rank r on the (r * k / n)-th). gyrerun signals
 // and reaps only these pids.
 // Single-threaded use (fork from a multi-threaded process would not be safe here).
 #pragma once
