@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# shm all-reduce at 512 KiB-2 MiB, 4 ranks on this 2-CPU machine: gyre unbound, gyrerun
+# --bind core (ring neighbours share a CPU: 0 0 1 1), the old --bind core (r mod k:
+# 0 1 0 1, through a taskset wrapper), Open MPI unbound (its default with
+# --oversubscribe) and Open MPI --bind-to core; ROUNDS rounds, the variants alternating.
+#   docs/results/shm_1mib_vs_openmpi/bind_core/run.sh [OUT_DIR]
+# Needs build/bin (gyrerun, gyre-bench) and the peers' mpi_bench (MPI_BENCH, default
+# /tmp/gyre-peers/build/mpi_bench: `make -C ../shared/peers BUILD=/tmp/gyre-peers/build`).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../../.." && pwd)
+out=${1:-$here}
+bin=$root/build/bin
+mpi=${MPI_BENCH:-/tmp/gyre-peers/build/mpi_bench}
+rounds=${ROUNDS:-5}
+wrap=$(mktemp)
+trap 'rm -f "$wrap"' EXIT
+# The old rule, r mod k, for comparison: local rank r on CPU r mod 2.
+printf '#!/bin/sh\nexec taskset -c $((LOCAL_RANK %% 2)) "$@"\n' > "$wrap"
+chmod +x "$wrap"
+gb=(-b 512K -e 2M -f 2 -n 200 -w 10 -c 1)
+mb=(-t default -b 512K -e 2M -f 2 -n 200 -m 3 -B 1G -w 5)
+for ((r = 1; r <= rounds; r++)); do
+  echo "# round $r $(date -u +%FT%TZ)"
+  GYRE_TRANSPORT=shm "$bin/gyrerun" -n 4 "$bin/gyre-bench" "${gb[@]}" > "$out/r${r}_gyre_unbound.txt" 2>&1
+  GYRE_TRANSPORT=shm "$bin/gyrerun" -n 4 --bind core "$bin/gyre-bench" "${gb[@]}" > "$out/r${r}_gyre_bind_core.txt" 2>&1
+  GYRE_TRANSPORT=shm "$bin/gyrerun" -n 4 "$wrap" "$bin/gyre-bench" "${gb[@]}" > "$out/r${r}_gyre_bind_mod.txt" 2>&1
+  mpirun --allow-run-as-root --oversubscribe -np 4 "$mpi" "${mb[@]}" > "$out/r${r}_mpi_unbound.txt" 2>&1
+  mpirun --allow-run-as-root --oversubscribe --bind-to core:overload-allowed -np 4 "$mpi" "${mb[@]}" \
+    > "$out/r${r}_mpi_bind_core.txt" 2>&1
+done
+# in-place us per size: gyre's in-place column, mpi_bench's time column
+for f in "$out"/r*_*.txt; do
+  name=$(basename "$f" .txt)
+  awk -v n="$name" '/^ +(524288|1048576|2097152) / {
+      t = (n ~ /gyre/) ? $10 : $5; printf "%s %s %s\n", n, $1, t }' "$f"
+done > "$out/summary_raw.txt"
