@@ -16,8 +16,10 @@
 # Env: PY (a python whose torch has torch.distributed.run; default the torch 2 venv of
 # tools/torch_venv.sh), GYRE_TORCH_PATH (where gyre_torch is built: put on PYTHONPATH;
 # default the first build/gyre_torch/*/py/lib.*), BACKENDS ("gyre gloo local"), ROUNDS
-# (2), RUN_TIMEOUT (300 s per run), EXTRA_ENV (passed to every rank), NETNS_CC and the
-# rest of tools/netns_hosts.sh's settings. Prints one line per
+# (2), RUN_TIMEOUT (300 s per run), EXTRA_ENV (passed to every rank), BIND (unset: each
+# host launches with torchrun, as users do; `core`: with gyrerun --bind core from BIN,
+# default build/bin, ranks pinned to the host's CPUs, neighbours together), NETNS_CC and
+# the rest of tools/netns_hosts.sh's settings. Prints one line per
 # run and a summary: samples/s per backend and round, gyre / gloo and gyre / local within
 # each round. Root only.
 set -euo pipefail
@@ -37,13 +39,24 @@ if [ -z "${GYRE_TORCH_PATH:-}" ] || ! [ -d "$GYRE_TORCH_PATH/gyre_torch" ]; then
 fi
 GYRE_TORCH_PATH=$(cd "$GYRE_TORCH_PATH" && pwd)
 script=$PWD/python/examples/ddp_train.py
+# The launcher of each host: torchrun, or gyrerun --bind core (it runs a .py with the
+# python3 first on PATH: the venv's).
+launch=("$PY" -m torch.distributed.run) launch_path=$PATH
+case ${BIND:-} in
+  "") ;;
+  core)
+    BIN=$(cd "${BIN:-build/bin}" && pwd)
+    [ -x "$BIN/gyrerun" ] || { echo "ddp_netns_bench: BIND=core needs $BIN/gyrerun" >&2; exit 2; }
+    launch=("$BIN/gyrerun" --bind core) launch_path=$(dirname "$PY"):$PATH ;;
+  *) echo "ddp_netns_bench: BIND wants core or nothing, got '$BIND'" >&2; exit 2 ;;
+esac
 
 # shellcheck source=tools/netns_hosts.sh
 source tools/netns_hosts.sh
 trap 'netns_hosts_down "$H"' EXIT
 netns_hosts_up "$H" "$RATE"
 echo "# ddp_netns_bench: $H hosts x $L ranks, tbf $NETNS_TBF both directions," \
-  "tcp congestion control $NETNS_CC_USED; $PY;" \
+  "tcp congestion control $NETNS_CC_USED; $PY; launcher ${launch[*]};" \
   "ddp_train.py $*; ${EXTRA_ENV:-default settings}"
 
 port=29700
@@ -60,7 +73,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
       log=/dev/null; (( i == 0 )) && log=$out
       # shellcheck disable=SC2086  # EXTRA_ENV is words
       timeout -k 10 "$RUN_TIMEOUT" ip netns exec "${NETNS_TAG}$i" env PYTHONPATH="$GYRE_TORCH_PATH" \
-        OMP_NUM_THREADS=1 GLOO_SOCKET_IFNAME=eth0 ${EXTRA_ENV:-} "$PY" -m torch.distributed.run --nnodes "$H" \
+        PATH="$launch_path" OMP_NUM_THREADS=1 GLOO_SOCKET_IFNAME=eth0 ${EXTRA_ENV:-} "${launch[@]}" --nnodes "$H" \
         --node-rank "$i" --nproc-per-node "$L" --master-addr $NETNS_NET.1 \
         --master-port $port "$script" --backend "$backend" "${hook[@]}" "$@" \
         >"$log" 2>"$out.err$i" &
@@ -77,7 +90,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
       echo "$r $b $sps" >>"$results"
     fi
     rm -f "$out" "$out".err*
-    port=$((port + 1))
+    port=$((port + 2))  # gyrerun's store takes MASTER_PORT+1
   done
 done
 netns_hosts_sent "$H"
