@@ -12,10 +12,12 @@ a linear head) or lenet (LeNet-5: two 5x5 conv layers, three linear). Data:
 Fashion-MNIST IDX files from --data when present (Debian's dataset-fashion-mnist), else a
 deterministic synthetic set of the same shape.
 DistributedSampler(shuffle, seed) with set_epoch, SGD(lr, momentum 0.9), batch --batch
-per rank, cross-entropy. --save PATH: rank 0 saves model.module.state_dict() at the end;
---load PATH: every rank loads it (any world size) before training.
+per rank, cross-entropy; --bucket-cap-mb sets DDP's bucket_cap_mb. --save PATH: rank 0
+saves model.module.state_dict() at the end; --load PATH: every rank loads it (any world
+size) before training.
 Rank 0 prints one JSON line: {"backend", "world", "losses" (the mean loss over ranks per
-step, all-reduced on gloo... on the training backend), "samples_per_s", "test_acc"}.
+step, all-reduced on gloo... on the training backend), "samples_per_s", "buckets" (DDP's
+bucket sizes in bytes after its rebuild), "test_acc"}.
 """
 import argparse
 import gzip
@@ -109,7 +111,11 @@ def train(rank, world, args):
     model = build_model(args.model)
     if args.load:
         model.load_state_dict(torch.load(args.load, map_location="cpu"))
-    ddp = DistributedDataParallel(model)
+    # bucket_cap_mb=None is torch's 25 MB: the MLP's 2.1 MB of gradients travel as one
+    # bucket that starts when backward ends; a smaller cap splits them, so the first
+    # buckets' exchange overlaps the rest of backward.
+    ddp = DistributedDataParallel(model, **({"bucket_cap_mb": args.bucket_cap_mb}
+                                            if args.bucket_cap_mb else {}))
     if args.hook == "local":  # no gradient exchange at all: the compute ceiling
         def local_hook(_state, bucket):
             fut = torch.futures.Future()
@@ -171,6 +177,7 @@ def train(rank, world, args):
         print(json.dumps({"backend": args.backend, "world": world, "model": args.model,
                           "data": source, "steps": step, "losses": per_step.tolist(),
                           "samples_per_s": samples / timed_s if timed_s else 0.0,
+                          "buckets": ddp._get_ddp_logging_data().get("rebuilt_bucket_sizes", ""),
                           "test_acc": correct[0].item() / correct[1].item()}), flush=True)
 
 
@@ -207,6 +214,8 @@ def main(argv):
                         "local: no gradient exchange (a benchmark's compute ceiling, the "
                         "replicas diverge); sync: a 4-byte all-reduce per bucket and no "
                         "gradient exchange (the ceiling of meeting every step)")
+    p.add_argument("--bucket-cap-mb", type=float, default=0,
+                   help="DDP's bucket_cap_mb (0: torch's default, 25)")
     p.add_argument("--save", default="")
     p.add_argument("--load", default="")
     p.add_argument("--local_rank", "--local-rank", type=int, default=None,
