@@ -4,6 +4,7 @@
 # 0 1 0 1, through a taskset wrapper), Open MPI unbound (its default with
 # --oversubscribe) and Open MPI --bind-to core; ROUNDS rounds, the variants alternating.
 #   docs/results/shm_1mib_vs_openmpi/bind_core/run.sh [OUT_DIR]
+# then summary.py OUT_DIR/summary_raw.txt > OUT_DIR/summary.txt
 # Needs build/bin (gyrerun, gyre-bench) and the peers' mpi_bench (MPI_BENCH, default
 # /tmp/gyre-peers/build/mpi_bench: `make -C ../shared/peers BUILD=/tmp/gyre-peers/build`).
 set -euo pipefail
