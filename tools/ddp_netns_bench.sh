@@ -15,7 +15,7 @@
 #
 # Env: PY (a python whose torch has torch.distributed.run; default the torch 2 venv of
 # tools/torch_venv.sh), GYRE_TORCH_PATH (where gyre_torch is built: put on PYTHONPATH;
-# default the first build/gyre_torch/*/py/lib.*), BACKENDS ("gyre gloo local"), ROUNDS
+# default the first build/gyre_torch/*/py/lib.* that PY imports), BACKENDS ("gyre gloo local"), ROUNDS
 # (2), RUN_TIMEOUT (300 s per run), EXTRA_ENV (passed to every rank), BIND (unset: each
 # host launches with torchrun, as users do; `core`: with gyrerun --bind core from BIN,
 # default build/bin, ranks pinned to the host's CPUs, neighbours together), NETNS_CC and
@@ -31,13 +31,27 @@ BACKENDS=${BACKENDS:-gyre gloo local} ROUNDS=${ROUNDS:-2} RUN_TIMEOUT=${RUN_TIME
 [[ $EUID -eq 0 ]] || { echo "ddp_netns_bench: needs root (ip netns, tc)" >&2; exit 2; }
 "$PY" -c "import torch.distributed.run" 2>/dev/null ||
   { echo "ddp_netns_bench: $PY has no torch (tools/torch_venv.sh makes the venv)" >&2; exit 2; }
+# The build must be one that PY's torch can load: the suite builds gyre_torch against
+# both torch lines (build/gyre_torch/debian and .../pypi), and an extension built against
+# the other one aborts every rank at import.
+imports() { { PYTHONPATH=$1 "$PY" -c "import gyre_torch"; } >/dev/null 2>&1; }
+import_error() { { PYTHONPATH=$1 "$PY" -c "import gyre_torch" 2>&1; } 2>/dev/null | tail -3 | tr -s ' \n' ' '; }
 if [ -z "${GYRE_TORCH_PATH:-}" ]; then
-  for d in build/gyre_torch/*/py/lib.*; do [ -d "$d/gyre_torch" ] && GYRE_TORCH_PATH=$d && break; done
+  for d in build/gyre_torch/*/py/lib.*; do
+    [ -d "$d/gyre_torch" ] && imports "$d" && GYRE_TORCH_PATH=$d && break
+  done
+  [ -n "${GYRE_TORCH_PATH:-}" ] || { echo "ddp_netns_bench: no build/gyre_torch/*/py/lib.* that" \
+    "$PY can import (build one against its torch: python/tests/run_suite.sh, or set GYRE_TORCH_PATH)" >&2; exit 2; }
 fi
-if [ -z "${GYRE_TORCH_PATH:-}" ] || ! [ -d "$GYRE_TORCH_PATH/gyre_torch" ]; then
-  echo "ddp_netns_bench: no gyre_torch build (set GYRE_TORCH_PATH)" >&2; exit 2
+if ! [ -d "$GYRE_TORCH_PATH/gyre_torch" ]; then
+  echo "ddp_netns_bench: GYRE_TORCH_PATH=$GYRE_TORCH_PATH has no gyre_torch" >&2; exit 2
 fi
 GYRE_TORCH_PATH=$(cd "$GYRE_TORCH_PATH" && pwd)
+if ! imports "$GYRE_TORCH_PATH"; then
+  echo "ddp_netns_bench: $PY cannot import gyre_torch from $GYRE_TORCH_PATH (built against" \
+    "another torch?):" >&2
+  echo "  $(import_error "$GYRE_TORCH_PATH" || true)" >&2; exit 2
+fi
 script=$PWD/python/examples/ddp_train.py
 # The launcher of each host: torchrun, or gyrerun --bind core (it runs a .py with the
 # python3 first on PATH: the venv's).
