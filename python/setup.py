@@ -16,6 +16,7 @@ import subprocess
 import sys
 
 from setuptools import setup
+from setuptools.command.build_py import build_py
 
 try:
     import torch
@@ -89,13 +90,27 @@ def extension():
     )
 
 
+class BuildPyWithTorchVersion(build_py):
+    """Writes gyre_torch/_torch_built.py beside the package: the torch the extension is
+    compiled against, which gyre_torch/__init__.py checks before it loads _C (an
+    extension built against another torch's C++ ABI aborts the process at import)."""
+
+    def run(self):
+        super().run()
+        path = os.path.join(self.build_lib, "gyre_torch", "_torch_built.py")
+        with open(path, "w") as f:
+            f.write(f"# written by setup.py: the torch gyre_torch._C was built against\n"
+                    f"TORCH_VERSION = {torch.__version__!r}\n")
+
+
 setup(
     name="gyre_torch",
     version="0.1.0",
     description="gyre as a torch.distributed backend: init_process_group(backend='gyre')",
     packages=["gyre_torch"],
     ext_modules=[extension()],
-    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=bool(shutil.which("ninja")))},
+    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=bool(shutil.which("ninja"))),
+              "build_py": BuildPyWithTorchVersion},
     # torch >= 2 loads this entry point itself for backend="gyre": no import needed.
     entry_points={"torch.distributed.backends": ["gyre = gyre_torch:register"]},
     python_requires=">=3.9",

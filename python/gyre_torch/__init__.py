@@ -14,11 +14,34 @@ are read when a group is created.
 """
 import datetime
 import os
+import re
 
 import torch
 import torch.distributed as dist
 
-from . import _C
+
+def _check_torch_version():
+    """ImportError, naming both versions, where this build's torch (setup.py records it)
+    is another major.minor than the one imported: _C against another torch's C++ ABI
+    fails at load, or aborts the process outright."""
+    try:
+        from ._torch_built import TORCH_VERSION as built
+    except ImportError:  # a source tree on the path, not a build: nothing recorded
+        return
+
+    def major_minor(version):
+        m = re.match(r"(\d+)\.(\d+)", version)
+        return m.groups() if m else version
+    if major_minor(built) != major_minor(torch.__version__):
+        raise ImportError(
+            f"gyre_torch was built against torch {built}, but this Python imports torch "
+            f"{torch.__version__} ({torch.__file__}): rebuild gyre_torch against this torch, "
+            "e.g. pip install --no-build-isolation --force-reinstall ./python")
+
+
+_check_torch_version()
+
+from . import _C  # noqa: E402
 
 __all__ = ["register", "failed_rank", "BACKEND_NAME"]
 
@@ -67,6 +90,7 @@ def register():
     backend = dist.Backend
     if "GYRE" in getattr(backend, "_plugins", {}):
         return
+
     if _C.torch_version_major >= 2:
         # CUDA tensors are staged through host memory (docs/pytorch.md, "What the backend
         # does").

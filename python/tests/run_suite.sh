@@ -41,6 +41,7 @@ export PYTHONPATH
 cd "$out"
 case $what in
   backend)
+    "$py" "$here/torch_version_check_test.py"
     "$py" "$here/collectives_test.py" --world 2,3,4
     "$py" "$here/auth_torch_test.py"
     "$py" "$here/flight_recorder_torch_test.py"
