@@ -34,11 +34,16 @@ BACKENDS=${BACKENDS:-gyre gloo local} ROUNDS=${ROUNDS:-2} RUN_TIMEOUT=${RUN_TIME
 # The build must be one that PY's torch can load: the suite builds gyre_torch against
 # both torch lines (build/gyre_torch/debian and .../pypi), and an extension built against
 # the other one aborts every rank at import.
-imports() { { PYTHONPATH=$1 "$PY" -c "import gyre_torch"; } >/dev/null 2>&1; }
-import_error() { { PYTHONPATH=$1 "$PY" -c "import gyre_torch" 2>&1; } 2>/dev/null | tail -3 | tr -s ' \n' ' '; }
+# import_error DIR: succeeds where PY imports gyre_torch from DIR; else fails, printing
+# the import's last lines on one line.
+import_error() {
+  local out
+  out=$({ PYTHONPATH=$1 "$PY" -c "import gyre_torch" 2>&1; } 2>/dev/null) && return 0
+  tail -3 <<<"$out" | tr -s ' \n' ' '; return 1
+}
 if [ -z "${GYRE_TORCH_PATH:-}" ]; then
   for d in build/gyre_torch/*/py/lib.*; do
-    [ -d "$d/gyre_torch" ] && imports "$d" && GYRE_TORCH_PATH=$d && break
+    [ -d "$d/gyre_torch" ] && import_error "$d" >/dev/null && GYRE_TORCH_PATH=$d && break
   done
   [ -n "${GYRE_TORCH_PATH:-}" ] || { echo "ddp_netns_bench: no build/gyre_torch/*/py/lib.* that" \
     "$PY can import (build one against its torch: python/tests/run_suite.sh, or set GYRE_TORCH_PATH)" >&2; exit 2; }
@@ -47,10 +52,8 @@ if ! [ -d "$GYRE_TORCH_PATH/gyre_torch" ]; then
   echo "ddp_netns_bench: GYRE_TORCH_PATH=$GYRE_TORCH_PATH has no gyre_torch" >&2; exit 2
 fi
 GYRE_TORCH_PATH=$(cd "$GYRE_TORCH_PATH" && pwd)
-if ! imports "$GYRE_TORCH_PATH"; then
-  echo "ddp_netns_bench: $PY cannot import gyre_torch from $GYRE_TORCH_PATH (built against" \
-    "another torch?):" >&2
-  echo "  $(import_error "$GYRE_TORCH_PATH" || true)" >&2; exit 2
+if ! err=$(import_error "$GYRE_TORCH_PATH"); then
+  echo "ddp_netns_bench: $PY cannot import gyre_torch from $GYRE_TORCH_PATH: $err" >&2; exit 2
 fi
 script=$PWD/python/examples/ddp_train.py
 # The launcher of each host: torchrun, or gyrerun --bind core (it runs a .py with the

@@ -5,18 +5,22 @@
 # --oversubscribe) and Open MPI --bind-to core; ROUNDS rounds, the variants alternating.
 #   docs/results/shm_1mib_vs_openmpi/bind_core/run.sh [OUT_DIR]
 # then summary.py OUT_DIR/summary_raw.txt > OUT_DIR/summary.txt
-# Needs build/bin (gyrerun, gyre-bench) and the peers' mpi_bench (MPI_BENCH, default
-# /tmp/gyre-peers/build/mpi_bench: `make -C ../shared/peers BUILD=/tmp/gyre-peers/build`).
+# Needs build/bin (gyrerun, gyre-bench) and the peers' harness's mpi_bench, an
+# MPI_Allreduce loop that is not part of gyre (tools/peers_harness.sh): MPI_BENCH, default
+# ${PEERS_BUILD:-/tmp/gyre-peers/build}/mpi_bench, built by `make -C "$PEERS_HARNESS"`.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../../.." && pwd)
 out=${1:-$here}
 bin=$root/build/bin
-mpi=${MPI_BENCH:-/tmp/gyre-peers/build/mpi_bench}
+mpi=${MPI_BENCH:-${PEERS_BUILD:-/tmp/gyre-peers/build}/mpi_bench}
+[ -x "$mpi" ] || { echo "run.sh: no mpi_bench at $mpi (set MPI_BENCH; tools/peers_harness.sh)" >&2; exit 2; }
+[ -x "$bin/gyre-bench" ] || { echo "run.sh: no $bin/gyre-bench (tools/build.sh first)" >&2; exit 2; }
 rounds=${ROUNDS:-5}
 wrap=$(mktemp)
 trap 'rm -f "$wrap"' EXIT
 # The old rule, r mod k, for comparison: local rank r on CPU r mod 2.
+# shellcheck disable=SC2016  # expanded by the wrapper, per rank
 printf '#!/bin/sh\nexec taskset -c $((LOCAL_RANK %% 2)) "$@"\n' > "$wrap"
 chmod +x "$wrap"
 gb=(-b 512K -e 2M -f 2 -n 200 -w 10 -c 1)
