@@ -16,7 +16,18 @@ is out of bounds and --check is given; 2 on bad input.
 Options (before --): --sim PATH (default build/bin/gyre-sim), --large BYTES (65536),
 --bound-large F (0.10), --bound-small F (0.25), --algos ring,tree,hier (which columns
 count), --min-bytes N (ignore smaller sizes), --check.
+
+--fit NAME=LO:HI:STEP[,NAME=LO:HI:STEP...]: fit this machine's constants instead of
+taking them as given. NAME is a numeric gyre-sim flag without its dashes (alpha-us,
+shm-alpha-us, slice-overhead-us, ...); every point of the grid is predicted (a flag
+given after -- with the same name is replaced), and the point with the most cells
+within their bounds wins, ties going to the smaller sum of |log(predicted/measured)|.
+Prints `fit: NAME=V ... : K of N within bounds (...)`, the runner-up, then the winner's
+table (--check applies to it). At most 2,000 points. Fit on one run and validate on
+another (two files, two calls) to see whether the constants carry over.
 """
+import itertools
+import math
 import re
 import subprocess
 import sys
@@ -51,13 +62,129 @@ def human_us(us):
     return f"{us:.0f} us"
 
 
+def parse_grid(spec):
+    """[(name, [values...]), ...] from `alpha-us=10:60:5,shm-alpha-us=2:40:2`."""
+    grid = []
+    for part in spec.split(","):
+        m = re.fullmatch(r"([a-z][a-z0-9-]*)=([0-9.]+):([0-9.]+):([0-9.]+)", part.strip())
+        if not m:
+            raise ValueError(f"--fit: `{part}` is not NAME=LO:HI:STEP (alpha-us=10:60:5)")
+        name, lo, hi, step = m.group(1), float(m.group(2)), float(m.group(3)), float(m.group(4))
+        if step <= 0 or hi < lo:
+            raise ValueError(f"--fit: {name}: need LO <= HI and STEP > 0")
+        count = int(round((hi - lo) / step)) + 1
+        values = [lo + i * step for i in range(count) if lo + i * step <= hi + step * 1e-9]
+        grid.append((name, [int(v) if v == int(v) else round(v, 6) for v in values]))
+    points = 1
+    for _, values in grid:
+        points *= len(values)
+    if points > 2000:
+        raise ValueError(f"--fit: {points} points; at most 2000")
+    return grid
+
+
+def with_flags(sim_flags, setting):
+    """sim_flags with --NAME VALUE for each (name, value) in setting, replacing any given."""
+    out, i = [], 0
+    names = {f"--{n}" for n, _ in setting}
+    while i < len(sim_flags):
+        if sim_flags[i] in names and i + 1 < len(sim_flags):
+            i += 2
+            continue
+        out.append(sim_flags[i])
+        i += 1
+    for name, value in setting:
+        out += [f"--{name}", str(value)]
+    return out
+
+
+def sweeps(sizes):
+    """gyre-sim size arguments: one sweep when the sizes grow by one whole factor (so that,
+    as in the measured run, each size follows the one before it: with --as-bench the token
+    buckets carry over); else one run per size."""
+    factors = {b // a for a, b in zip(sizes, sizes[1:]) if a and b % a == 0}
+    geometric = len(sizes) > 1 and len(factors) == 1 and all(
+        b == a * next(iter(factors)) for a, b in zip(sizes, sizes[1:]))
+    if geometric:
+        return [["-b", str(sizes[0]), "-e", str(sizes[-1]), "-f", str(next(iter(factors)))]]
+    return [["-b", str(b), "-e", str(b)] for b in sizes]
+
+
+def predict(sim, sim_flags, sizes):
+    """{bytes: {algo: us, 'auto_algo': name}} from gyre-sim --compare-algos."""
+    predicted = {}
+    for sweep in sweeps(sizes):
+        out = subprocess.run([sim, *sim_flags, "--compare-algos", *sweep],
+                             capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RuntimeError(f"gyre-sim failed: {out.stderr.strip()}")
+        for b, c in parse_compare(out.stdout.splitlines()).items():
+            predicted[b] = {k: v[0] for k, v in c.items()}
+    missing = [b for b in sizes if b not in predicted]
+    if missing:
+        raise RuntimeError(f"gyre-sim printed no row for {missing}")
+    return predicted
+
+
+def compare(measured, predicted, algos, large, bounds):
+    """Each cell against the fastest measured run: (rows, within, out_of_bounds, misfit),
+    within[big] = [cells in bounds, cells], misfit the sum of |log(predicted/measured)|."""
+    rows, out_of_bounds, misfit = [], [], 0.0
+    within = {True: [0, 0], False: [0, 0]}
+    for size in sorted(measured):
+        row = [human_bytes(size)]
+        for algo in algos:
+            # On one rank per host the measured hier is the flat ring: gyre-sim prints no
+            # hier there, so it is compared with the predicted ring.
+            sim_algo = algo if algo in predicted.get(size, {}) else (
+                "ring" if algo == "hier" else None)
+            runs = measured[size].get(algo)
+            if not runs or sim_algo is None:
+                row.append("-")
+                continue
+            p = predicted[size][sim_algo]
+            best = min(runs)
+            err = p / best - 1
+            misfit += abs(math.log(p / best)) if p > 0 and best > 0 else math.inf
+            big = size >= large
+            within[big][1] += 1
+            ok = abs(err) <= bounds[big]
+            within[big][0] += ok
+            if not ok:
+                out_of_bounds.append(f"{algo} at {human_bytes(size)}: {err:+.0%}")
+            rng = human_us(best) if len(runs) == 1 else f"{human_us(min(runs))}-{human_us(max(runs))}"
+            row.append(f"{human_us(p)} / {rng} ({err:+.0%}){'' if ok else ' **out**'}")
+        picks = ", ".join(measured[size].get("auto_algo", []))
+        row.append(f"{predicted[size].get('auto_algo', '?')} / {picks}")
+        rows.append(row)
+    return rows, within, out_of_bounds, misfit
+
+
+def fit(sim, sim_flags, sizes, measured, grid, algos, large, bounds):
+    """The best and the runner-up grid point: [(score, setting)], score sorting best first."""
+    scored = []
+    for values in itertools.product(*(v for _, v in grid)):
+        setting = list(zip((n for n, _ in grid), values))
+        predicted = predict(sim, with_flags(sim_flags, setting), sizes)
+        _, within, _, misfit = compare(measured, predicted, algos, large, bounds)
+        inside = within[True][0] + within[False][0]
+        scored.append(((-inside, misfit), setting))
+    scored.sort(key=lambda s: s[0])
+    return scored[:2]
+
+
+def describe(setting):
+    return " ".join(f"{n}={v}" for n, v in setting)
+
+
 def main(argv):
     if "--" not in argv:
         print(__doc__, file=sys.stderr)
         return 2
     ours, sim_flags = argv[1:argv.index("--")], argv[argv.index("--") + 1:]
     opts = {"--sim": "build/bin/gyre-sim", "--large": "65536", "--bound-large": "0.10",
-            "--bound-small": "0.25", "--algos": "ring,tree,hier", "--min-bytes": "0"}
+            "--bound-small": "0.25", "--algos": "ring,tree,hier", "--min-bytes": "0",
+            "--fit": ""}
     check = False
     files = []
     i = 0
@@ -86,58 +213,26 @@ def main(argv):
         print(f"sim_validate: no `compare:` lines in {', '.join(files)}", file=sys.stderr)
         return 2
     sizes = sorted(measured)
-    # One gyre-sim sweep when the sizes grow by one whole factor (so that, as in the
-    # measured run, each size follows the one before it: with --as-bench the token buckets
-    # carry over); else one run per size.
-    factors = {b // a for a, b in zip(sizes, sizes[1:]) if a and b % a == 0}
-    geometric = len(sizes) > 1 and len(factors) == 1 and all(
-        b == a * next(iter(factors)) for a, b in zip(sizes, sizes[1:]))
-    runs = ([["-b", str(sizes[0]), "-e", str(sizes[-1]), "-f", str(next(iter(factors)))]]
-            if geometric else [["-b", str(b), "-e", str(b)] for b in sizes])
-    predicted = {}
-    for sweep in runs:
-        out = subprocess.run([opts["--sim"], *sim_flags, "--compare-algos", *sweep],
-                             capture_output=True, text=True)
-        if out.returncode != 0:
-            print(f"sim_validate: gyre-sim failed: {out.stderr.strip()}", file=sys.stderr)
-            return 2
-        for b, c in parse_compare(out.stdout.splitlines()).items():
-            predicted[b] = {k: v[0] for k, v in c.items()}
-    missing = [b for b in sizes if b not in predicted]
-    if missing:
-        print(f"sim_validate: gyre-sim printed no row for {missing}", file=sys.stderr)
-        return 2
     algos = [a for a in opts["--algos"].split(",") if a]
     large = int(opts["--large"])
     bounds = {True: float(opts["--bound-large"]), False: float(opts["--bound-small"])}
+    try:
+        if opts["--fit"]:
+            grid = parse_grid(opts["--fit"])
+            ranked = fit(opts["--sim"], sim_flags, sizes, measured, grid, algos, large, bounds)
+            cells = sum(len([a for a in algos if a in measured[b]]) for b in sizes)
+            for label, (score, setting) in zip(("fit", "runner-up"), ranked):
+                print(f"{label}: {describe(setting)}: {-score[0]} of {cells} within bounds "
+                      f"(sum |log(predicted/measured)| {score[1]:.2f})")
+            sim_flags = with_flags(sim_flags, ranked[0][1])
+        predicted = predict(opts["--sim"], sim_flags, sizes)
+    except (ValueError, RuntimeError) as e:
+        print(f"sim_validate: {e}", file=sys.stderr)
+        return 2
+    rows, within, out_of_bounds, _ = compare(measured, predicted, algos, large, bounds)
     print("| size | " + " | ".join(algos) + " | auto: sim pick / measured pick |")
     print("|---|" + "---|" * len(algos) + "---|")
-    within = {True: [0, 0], False: [0, 0]}
-    out_of_bounds = []
-    for size in sizes:
-        row = [human_bytes(size)]
-        for algo in algos:
-            # On one rank per host the measured hier is the flat ring: gyre-sim prints no
-            # hier there, so it is compared with the predicted ring.
-            sim_algo = algo if algo in predicted.get(size, {}) else (
-                "ring" if algo == "hier" else None)
-            runs = measured[size].get(algo)
-            if not runs or sim_algo is None:
-                row.append("-")
-                continue
-            p = predicted[size][sim_algo]
-            best = min(runs)
-            err = p / best - 1
-            big = size >= large
-            within[big][1] += 1
-            ok = abs(err) <= bounds[big]
-            within[big][0] += ok
-            if not ok:
-                out_of_bounds.append(f"{algo} at {human_bytes(size)}: {err:+.0%}")
-            rng = human_us(best) if len(runs) == 1 else f"{human_us(min(runs))}-{human_us(max(runs))}"
-            row.append(f"{human_us(p)} / {rng} ({err:+.0%}){'' if ok else ' **out**'}")
-        picks = ", ".join(measured[size].get("auto_algo", []))
-        row.append(f"{predicted[size].get('auto_algo', '?')} / {picks}")
+    for row in rows:
         print("| " + " | ".join(row) + " |")
     for big in (True, False):
         ok, n = within[big]
