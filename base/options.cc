@@ -169,6 +169,12 @@ Options Options::fromEnvironment() {
     else if (s == "normal") o.syncPriority = ThreadPriority::kNormal;
     else fail(ErrorCode::kInvalidArgument, "GYRE_SYNC_PRIORITY='{}': use auto, realtime, nice or normal", s);
   }
+  if (const char* v = env("GYRE_BIND")) {
+    std::string s(v);
+    if (s == "none") o.bind = CpuBinding::kNone;
+    else if (s == "core") o.bind = CpuBinding::kCore;
+    else fail(ErrorCode::kInvalidArgument, "GYRE_BIND='{}': use none or core", s);
+  }
   if (const char* v = env("GYRE_SOCKET_IFNAME")) o.socketIfname = v;
   o.token = secretFromEnvironment();
   if (const char* v = env("GYRE_ENCRYPT")) {

@@ -20,6 +20,7 @@ namespace gyre {
 
 enum class TransportKind { kAuto, kTcp, kShm, kRdma };
 enum class ThreadPriority { kAuto, kRealtime, kNice, kNormal };
+enum class CpuBinding { kNone, kCore };
 // The all-reduce algorithms, as GYRE_ALGO names them and as the schedules run them. kAuto
 // is only a setting (the cost model of collectives/algorithm_choice.h picks); a chosen
 // algorithm never is. The value travels in every slice's Tag (0 there: no algorithm), so
@@ -102,6 +103,11 @@ struct GYRE_API Options {
   // SCHED_FIFO, and 47-50K -> 52K samples/s. Its waits sleep after GYRE_SPIN_US, so it
   // never holds a core for long; the kernel's RT throttling bounds it besides.
   ThreadPriority syncPriority = ThreadPriority::kAuto;
+  // GYRE_BIND=none|core: core moves this process, all its threads, onto one of the CPUs
+  // it may use, by its index among its host's ranks, when its first communicator is
+  // created (base/cpu_binding.h; the rule of `gyrerun --bind core`, for launchers that place
+  // nothing: torchrun, mp.spawn). Later communicators of the process leave it where it is.
+  CpuBinding bind = CpuBinding::kNone;
   // GYRE_TRACE_BUFFER: operations each communicator's flight recorder keeps
   // (collectives/flight_recorder.h; rounded up to a power of two); 0 turns it off.
   size_t traceBuffer = 64;

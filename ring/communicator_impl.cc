@@ -1,10 +1,12 @@
 #include "ring/communicator_impl.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <vector>
 
+#include "base/cpu_binding.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/timeline.h"
@@ -22,6 +24,27 @@
 // collectives/collective_table.h), naming failures and aborting. Split, shrink and grow
 // are in ring/communicator_membership.cc.
 namespace gyre {
+namespace {
+
+// GYRE_BIND=core: the process's first communicator made with it places the process
+// (base/cpu_binding.h). A later one (a subgroup, a shrunk or grown group) counts its
+// host's ranks differently and must not move it.
+void bindToCoreOnce(const HostTopology& topology, int rank) {
+  static std::atomic<bool> done{false};
+  if (done.exchange(true)) return;
+  const int localRank = topology.localIndexOf[rank];
+  const int localSize = static_cast<int>(topology.hosts[topology.hostOf[rank]].size());
+  int cpu = 0;
+  std::string error;
+  if (!chooseCpu(localRank, localSize, cpu, error) || !bindProcessToCpu(cpu, error)) {
+    log(LogLevel::kWarn, rank, "GYRE_BIND=core: this process stays where it was: {}", error);
+    return;
+  }
+  log(LogLevel::kInfo, rank, "GYRE_BIND=core: local rank {} of {} bound to CPU {}", localRank,
+      localSize, cpu);
+}
+
+}  // namespace
 
 Communicator::Impl::Impl(std::shared_ptr<Store> store, int rank, int size,
                          const Options& options, const std::string& listenHost,
@@ -122,6 +145,7 @@ void Communicator::Impl::finishCreation(Join& join) {
     watchForDumpSignal(recorder_.get(), options_.traceDir);
   }
   topology_ = HostTopology::fromHostIds(pipes_.hostIds);
+  if (options_.bind == CpuBinding::kCore) bindToCoreOnce(topology_, rank_);
   if (options_.algo == AllReduceAlgo::kHierarchical && !topology_.hierarchical()) {
     log(LogLevel::kInfo, rank_, "GYRE_ALGO=hier: {}, running the flat ring instead",
         topology_.whyFlat());

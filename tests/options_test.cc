@@ -53,7 +53,7 @@ constexpr const char* kAllVariables[] = {
     "GYRE_TRANSPORT", "GYRE_ALGO",       "GYRE_SYNC_PRIORITY", "GYRE_SOCKET_IFNAME", "GYRE_TOKEN",
     "GYRE_HOST_ID",   "GYRE_REDUCE_ISA", "GYRE_SPIN_US",       "GYRE_TRACE_BUFFER",  "GYRE_TRACE_DIR",
     "GYRE_TIMELINE",  "GYRE_TOKEN_FILE", "GYRE_ENCRYPT",       "GYRE_NSOCKS",        "GYRE_NICS_PER_HOST",
-    "GYRE_TCP_CONGESTION"};
+    "GYRE_TCP_CONGESTION", "GYRE_BIND"};
 
 // Options parsed with only `name=value` set (the other variables unset, whatever the
 // environment the suite runs in holds).
@@ -98,6 +98,7 @@ TEST(Options, DefaultsWhenUnsetOrEmpty) {
       EXPECT_EQ(o.transport, TransportKind::kAuto);
       EXPECT_EQ(o.algo, AllReduceAlgo::kAuto);
       EXPECT_EQ(o.syncPriority, ThreadPriority::kAuto);
+      EXPECT_EQ(o.bind, CpuBinding::kNone);
       EXPECT_EQ(o.socketIfname, "");
       EXPECT_EQ(o.token, "");
       EXPECT_EQ(o.hostId, "");
@@ -304,6 +305,13 @@ TEST(Options, SyncPrioritySpellings) {
   }
   expectRejected("GYRE_SYNC_PRIORITY", "high",
                  {"GYRE_SYNC_PRIORITY='high'", "use auto, realtime, nice or normal"});
+}
+
+TEST(Options, BindSpellings) {
+  EXPECT_EQ(parsedWith("GYRE_BIND", "none").bind, CpuBinding::kNone);
+  EXPECT_EQ(parsedWith("GYRE_BIND", "core").bind, CpuBinding::kCore);
+  expectRejected("GYRE_BIND", "socket", {"GYRE_BIND='socket'", "use none or core"});
+  expectRejected("GYRE_BIND", "Core", {"GYRE_BIND='Core'"});
 }
 
 // The four strings are taken verbatim: their syntax belongs to the code that uses them

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "base/cpu_binding.h"
 #include "tools/gyrerun/forked_child.h"
 #include "tools/gyrerun/torch_compat.h"
 
@@ -70,36 +71,17 @@ std::vector<std::string> childEnvironment(const LaunchOptions& o, const RankEnvi
   return result;
 }
 
-// One of the k CPUs this process may run on, as a set of one: the localRank-th when every
-// local rank has a CPU of its own, else the (localRank * k / localSize)-th, so that
-// consecutive local ranks (neighbours on the ring) share a CPU and their slots stay in its
-// cache: 4 ranks on 2 CPUs as 0 0 1 1, which ran the shm ring at 1 MiB in 0.75x the
-// unbound time where 0 1 0 1 took 0.85x (docs/benchmarks.md).
+// The CPU for this local rank as a set of one (base/cpu_binding.h: the rule GYRE_BIND=core
+// follows too; 4 ranks on 2 CPUs as 0 0 1 1).
 bool coreFor(int localRank, int localSize, cpu_set_t& out, std::string& error) {
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (::sched_getaffinity(0, sizeof(allowed), &allowed) != 0) {
-    error = std::string("--bind core: sched_getaffinity: ") + std::strerror(errno);
+  int cpu = 0;
+  if (!chooseCpu(localRank, localSize, cpu, error)) {
+    error = "--bind core: " + error;
     return false;
   }
-  const int count = CPU_COUNT(&allowed);
-  if (count <= 0) {
-    error = "--bind core: no CPU is allowed";
-    return false;
-  }
-  int wanted = localSize <= count
-                   ? localRank
-                   : static_cast<int>(static_cast<long long>(localRank) * count / localSize);
   CPU_ZERO(&out);
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (!CPU_ISSET(cpu, &allowed)) continue;
-    if (wanted-- == 0) {
-      CPU_SET(cpu, &out);
-      return true;
-    }
-  }
-  error = "--bind core: the allowed CPU set changed";
-  return false;
+  CPU_SET(cpu, &out);
+  return true;
 }
 
 // Runs in the forked child: only async-signal-safe calls until exec, since the parent's
