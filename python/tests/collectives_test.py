@@ -7,6 +7,8 @@
 --launcher env: this script is one rank of a launcher (torchrun, torch.distributed.launch,
 gyrerun) that set RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT: init_method env://.
 Inputs are small integers, so every reduction is exact in any order, in every dtype.
+With spawn, a last group of 4 runs under GYRE_BIND=core: each rank, and a thread it
+started before init_process_group, must end up on the CPU base/cpu_binding.h gives it.
 Exit status 0 only if every check passed on every rank.
 """
 import argparse
@@ -15,6 +17,7 @@ import os
 import socket
 import sys
 import tempfile
+import threading
 import time
 
 import torch
@@ -334,6 +337,37 @@ def run_rank(rank, world, init_method):
     dist.destroy_process_group()
 
 
+def cpu_index_for(local_rank, local_size, cpu_count):
+    """base/cpu_binding.h's rule: one CPU each where there are enough, else neighbours share."""
+    return local_rank if local_size <= cpu_count else local_rank * cpu_count // local_size
+
+
+def run_bound_rank(rank, world, init_method):
+    """GYRE_BIND=core under mp.spawn: init_process_group moves the rank, a thread started
+    before it included, onto its CPU; the group still computes."""
+    torch.set_num_threads(1)
+    allowed = sorted(os.sched_getaffinity(0))
+    parked = threading.Event()
+    started = threading.Event()
+    helper = threading.Thread(target=lambda: (started.set(), parked.wait()))
+    helper.start()
+    started.wait()
+    try:
+        dist.init_process_group("gyre", init_method=init_method, rank=rank, world_size=world)
+        want = {allowed[cpu_index_for(rank, world, len(allowed))]}
+        got = os.sched_getaffinity(0)
+        expect(got == want, f"main thread on {sorted(got)}, want {sorted(want)}")
+        got = os.sched_getaffinity(helper.native_id)
+        expect(got == want, f"earlier thread on {sorted(got)}, want {sorted(want)}")
+        t = torch.full((5,), float(rank + 1))
+        dist.all_reduce(t)
+        equal(t, torch.full((5,), float(world * (world + 1) // 2)), "all_reduce after binding")
+        dist.destroy_process_group()
+    finally:
+        parked.set()
+        helper.join()
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -358,6 +392,14 @@ def main():
             mp.spawn(run_rank, args=(world, init), nprocs=world, join=True)
             if init.startswith("file://"):
                 print(f"world {world}: initialised over a fresh FileStore ({init})")
+        world = 4
+        os.environ["GYRE_BIND"] = "core"
+        try:
+            mp.spawn(run_bound_rank, args=(world, f"tcp://127.0.0.1:{free_port()}"),
+                     nprocs=world, join=True)
+        finally:
+            del os.environ["GYRE_BIND"]
+        print(f"world {world}: GYRE_BIND=core placed every rank on its CPU")
     print(f"torch {torch.__version__}: collectives ok at world sizes {args.world}")
 
 
