@@ -47,14 +47,12 @@ if [ -z "${GYRE_TORCH_PATH:-}" ]; then
   done
   [ -n "${GYRE_TORCH_PATH:-}" ] || { echo "ddp_netns_bench: no build/gyre_torch/*/py/lib.* that" \
     "$PY can import (build one against its torch: python/tests/run_suite.sh, or set GYRE_TORCH_PATH)" >&2; exit 2; }
-fi
-if ! [ -d "$GYRE_TORCH_PATH/gyre_torch" ]; then
+elif ! [ -d "$GYRE_TORCH_PATH/gyre_torch" ]; then
   echo "ddp_netns_bench: GYRE_TORCH_PATH=$GYRE_TORCH_PATH has no gyre_torch" >&2; exit 2
-fi
-GYRE_TORCH_PATH=$(cd "$GYRE_TORCH_PATH" && pwd)
-if ! err=$(import_error "$GYRE_TORCH_PATH"); then
+elif ! err=$(import_error "$GYRE_TORCH_PATH"); then
   echo "ddp_netns_bench: $PY cannot import gyre_torch from $GYRE_TORCH_PATH: $err" >&2; exit 2
 fi
+GYRE_TORCH_PATH=$(cd "$GYRE_TORCH_PATH" && pwd)
 script=$PWD/python/examples/ddp_train.py
 # The launcher of each host: torchrun, or gyrerun --bind core (it runs a .py with the
 # python3 first on PATH: the venv's).

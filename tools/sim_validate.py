@@ -72,8 +72,7 @@ def parse_grid(spec):
         name, lo, hi, step = m.group(1), float(m.group(2)), float(m.group(3)), float(m.group(4))
         if step <= 0 or hi < lo:
             raise ValueError(f"--fit: {name}: need LO <= HI and STEP > 0")
-        count = int(round((hi - lo) / step)) + 1
-        values = [lo + i * step for i in range(count) if lo + i * step <= hi + step * 1e-9]
+        values = [lo + i * step for i in range(int((hi - lo) / step + 1e-9) + 1)]
         grid.append((name, [int(v) if v == int(v) else round(v, 6) for v in values]))
     points = 1
     for _, values in grid:
@@ -161,15 +160,16 @@ def compare(measured, predicted, algos, large, bounds):
 
 
 def fit(sim, sim_flags, sizes, measured, grid, algos, large, bounds):
-    """The best and the runner-up grid point: [(score, setting)], score sorting best first."""
+    """The best and the runner-up grid point, best first: (cells in bounds, cells, misfit,
+    setting)."""
     scored = []
     for values in itertools.product(*(v for _, v in grid)):
         setting = list(zip((n for n, _ in grid), values))
         predicted = predict(sim, with_flags(sim_flags, setting), sizes)
         _, within, _, misfit = compare(measured, predicted, algos, large, bounds)
         inside = within[True][0] + within[False][0]
-        scored.append(((-inside, misfit), setting))
-    scored.sort(key=lambda s: s[0])
+        scored.append((inside, within[True][1] + within[False][1], misfit, setting))
+    scored.sort(key=lambda s: (-s[0], s[2]))
     return scored[:2]
 
 
@@ -220,11 +220,10 @@ def main(argv):
         if opts["--fit"]:
             grid = parse_grid(opts["--fit"])
             ranked = fit(opts["--sim"], sim_flags, sizes, measured, grid, algos, large, bounds)
-            cells = sum(len([a for a in algos if a in measured[b]]) for b in sizes)
-            for label, (score, setting) in zip(("fit", "runner-up"), ranked):
-                print(f"{label}: {describe(setting)}: {-score[0]} of {cells} within bounds "
-                      f"(sum |log(predicted/measured)| {score[1]:.2f})")
-            sim_flags = with_flags(sim_flags, ranked[0][1])
+            for label, (inside, cells, misfit, setting) in zip(("fit", "runner-up"), ranked):
+                print(f"{label}: {describe(setting)}: {inside} of {cells} within bounds "
+                      f"(sum |log(predicted/measured)| {misfit:.2f})")
+            sim_flags = with_flags(sim_flags, ranked[0][3])
         predicted = predict(opts["--sim"], sim_flags, sizes)
     except (ValueError, RuntimeError) as e:
         print(f"sim_validate: {e}", file=sys.stderr)

@@ -90,7 +90,6 @@ def register():
     backend = dist.Backend
     if "GYRE" in getattr(backend, "_plugins", {}):
         return
-
     if _C.torch_version_major >= 2:
         # CUDA tensors are staged through host memory (docs/pytorch.md, "What the backend
         # does").
