@@ -120,7 +120,8 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store, int rank, int size,
 // has finished creating (a failure before it fails every rank); "left": every rank has
 // seen that and makes no more store calls for creation. Rank 0's process may be the one
 // serving the store: it returns (and may exit, taking the store with it) only after
-// every other rank's last store call.
+// every other rank's last store call, or its death (a rank killed after "done" is the
+// next collective's error, naming it, not a wait of GYRE_JOIN_TIMEOUT).
 void Communicator::Impl::finishCreation(Join& join) {
   for (auto& [peer, pipe] : pipes_.send) peerPipes_.send[peer] = pipe.get();
   for (auto& [peer, pipe] : pipes_.recv) peerPipes_.recv[peer] = pipe.get();
@@ -157,7 +158,7 @@ void Communicator::Impl::finishCreation(Join& join) {
   join.arrive("done");
   join.waitAll("done", "finishing creation");
   join.arrive("left");
-  if (rank_ == 0) join.waitAll("left", "finishing creation");
+  if (rank_ == 0) join.waitAllOrGone("left", "finishing creation");
 }
 
 AllReduceAlgo Communicator::Impl::chooseAlgorithm(size_t bytes) const {

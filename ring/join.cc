@@ -346,12 +346,32 @@ std::string Join::joinedSummary() const {
 }
 
 void Join::arrive(const std::string& step) {
-  store_.setString(key(fmt::format("{}/{}", step, rank_)), "1");
+  // Counted first: a rank killed between the two calls is then either not counted (and
+  // named as late or dropped) or counted (and the others go on without it), never marked
+  // but not counted, which left the others waiting on "rank(s) none".
   store_.add(key(step), 1);
+  store_.setString(key(fmt::format("{}/{}", step, rank_)), "1");
 }
 
-void Join::waitAll(const std::string& step, const char* what) {
-  watch([&] { return store_.add(key(step), 0) >= size_; },
+void Join::waitAll(const std::string& step, const char* what) { waitAll(step, what, false); }
+
+void Join::waitAllOrGone(const std::string& step, const char* what) {
+  waitAll(step, what, true);
+}
+
+void Join::waitAll(const std::string& step, const char* what, bool goneCounts) {
+  auto arrivedOrGone = [&] {
+    // Drops are counted in "alarm": without one there is nobody to count as gone.
+    if (store_.add(key("alarm"), 0) == 0) return false;
+    for (int r = 0; r < size_; ++r) {
+      if (!store_.check({key(fmt::format("{}/{}", step, r))}) &&
+          !store_.check({key(fmt::format("dropped/{}", r))})) {
+        return false;
+      }
+    }
+    return true;
+  };
+  watch([&] { return store_.add(key(step), 0) >= size_ || (goneCounts && arrivedOrGone()); },
         [&] {
           std::vector<int> late;
           for (int r = 0; r < size_; ++r) {

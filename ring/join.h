@@ -94,6 +94,11 @@ class Join {
   // every rank has arrived, watching failures and drops as checkIn() does.
   void arrive(const std::string& step);
   void waitAll(const std::string& step, const char* what);
+  // The same, where a rank whose store connection dropped counts as arrived: for the last
+  // barrier, which only keeps the store's process (rank 0) until every other rank has made
+  // its last store call; a rank that died makes none (its death is the next collective's
+  // error, naming it), so rank 0 does not wait GYRE_JOIN_TIMEOUT for it.
+  void waitAllOrGone(const std::string& step, const char* what);
 
   // Tells the other ranks why this rank cannot go on (the first published is what they
   // print). Never throws. A rank that serves the store lingers up to 2 s until every
@@ -127,6 +132,7 @@ class Join {
   static constexpr std::chrono::seconds kRefusedGrace{3};
 
  private:
+  void waitAll(const std::string& step, const char* what, bool goneCounts);
   template <typename Ready, typename Progress>
   void watch(Ready&& ready, Progress&& progress, const char* what);
   void absorb(const Claim& mine);  // reads and checks the claims that arrived

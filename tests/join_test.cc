@@ -8,6 +8,7 @@
 //
 // Each failing case prints one "[join]" line (what rank 0 saw, how long) for the issue's
 // closing table.
+#include <csignal>
 #include <cstdlib>
 #include <random>
 #include <string>
@@ -19,6 +20,7 @@
 #include "base/error.h"
 #include "join_harness.h"
 #include "ring/communicator.h"
+#include "ring/join.h"
 #include "ring/join_store.h"
 #include "store/tcp_store.h"
 
@@ -329,6 +331,69 @@ TEST(Join, KilledAtRandomPointsOfStartupLeavesNothingBehind) {
   }
   std::printf("[join] SIGKILL at random points of startup: %d runs, 0 hangs, worst kill->error "
               "%.2f s, nothing left in /dev/shm\n", runs, worst);
+}
+
+// Creation's last two barriers ("done": every rank created; "left": every rank made its
+// last store call, so rank 0 may exit with the store). A rank killed between them, or
+// inside arrive() between counting itself and marking itself, has finished creating: the
+// others must return (its death is their next collective's error), and rank 0 must not
+// wait GYRE_JOIN_TIMEOUT (30 s here) for a "left" that never comes. Driven through Join
+// itself, so each window is hit exactly rather than by a lucky kill.
+TEST(Join, ARankKilledAfterCreatingDoesNotHoldRankZeroAtTheLastBarrier) {
+  enum Window { kBeforeLeft, kCountedNotMarked };
+  for (Window window : {kBeforeLeft, kCountedNotMarked}) {
+    const uint16_t port = testing::freePort();
+    Options o = joinOptions(uniqueToken("lastbarrier"));
+    const int n = 3;
+    const int victim = 1;
+    ProcessRanks group(n);
+    group.start([&](int c) {
+      std::shared_ptr<Store> store = joinStore("127.0.0.1", port, c, o);
+      Join join(*store, c, n, o);
+      join.claimPrefix();
+      Claim mine;
+      mine.rank = c;
+      mine.size = n;
+      mine.pid = ::getpid();
+      mine.hostId = mine.hostName = "test-host";
+      mine.address = "127.0.0.1:1";
+      mine.process = processIdentity();
+      mine.token = "-";
+      try {
+      join.checkIn(mine);
+      if (c == victim && window == kCountedNotMarked) {
+        // Once the others have arrived, the first of arrive("done")'s two calls only.
+        for (int r : {0, 2}) {
+          store->wait({fmt::format("{}/join/done/{}", join.prefix(), r)});
+        }
+        store->add(join.prefix() + "/join/done", 1);
+        ::raise(SIGKILL);
+      }
+      join.arrive("done");
+      join.waitAll("done", "finishing creation");
+      if (c == victim) ::raise(SIGKILL);
+      join.arrive("left");
+      if (c == 0) join.waitAllOrGone("left", "finishing creation");
+      } catch (const Error& e) {
+        join.publishFailure(e);  // as creation does: rank 0 keeps the store while others read it
+        throw;
+      }
+    });
+    auto outs = group.join(25);
+    for (const Outcome& out : outs) {
+      if (out.child == victim) continue;
+      SCOPED_TRACE(fmt::format("window {}: {}", static_cast<int>(window), testing::describe(out)));
+      EXPECT_TRUE(out.reported && !out.hung);
+      EXPECT_LT(out.seconds, 5.0);
+      if (window == kBeforeLeft) {
+        EXPECT_TRUE(out.ok);  // the victim had passed "done" on every rank
+      } else if (!out.ok) {
+        // A poll that read the count just before the victim's add may see its drop first:
+        // then the rank fails, naming it, as for any rank that dies while creating.
+        EXPECT_NE(out.message.find(fmt::format("rank {}", victim)), std::string::npos);
+      }
+    }
+  }
 }
 
 TEST(Join, ASecondJobOnTheSamePortFailsAtOnceAndTheFirstRunsOn) {
