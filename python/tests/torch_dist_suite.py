@@ -27,9 +27,11 @@ comments) does not pass, and when FILE names a test the selection lacks; other r
 are reported only.
 """
 import argparse
+import atexit
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -53,7 +55,11 @@ if __name__ == "__main__":
     os.environ["BACKEND"] = ARGS.backend
     os.environ["WORLD_SIZE"] = str(ARGS.world)
     os.environ["INIT_METHOD"] = "env://"
-    os.environ.setdefault("TEMP_DIR", tempfile.mkdtemp(prefix="torch_dist_suite."))
+    if "TEMP_DIR" not in os.environ:
+        # torch's tests put their init files here; removed at exit (the spawned ranks
+        # inherit the variable and make none of their own).
+        os.environ["TEMP_DIR"] = tempfile.mkdtemp(prefix="torch_dist_suite.")
+        atexit.register(shutil.rmtree, os.environ["TEMP_DIR"], True)
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
