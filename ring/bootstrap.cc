@@ -206,7 +206,7 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
         ep.sendTo.emplace(peer, parseAddress(claims[peer].address));
       }
     }
-    join.arrive("segments");
+    join.arrive("segments", "creating shared-memory segments");
     join.waitAll("segments", "creating shared-memory segments");
     for (int peer : shmSendTo) {
       const std::string where = store.getString(fmt::format("segment/{}-{}", p.rank, peer));
@@ -264,7 +264,7 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
 
     // 4. Once every rank has opened its segments, no name is needed any more: nothing
     // is left in /dev/shm even if a rank dies later.
-    join.arrive("connected");
+    join.arrive("connected", "connecting the pipes");
     join.waitAll("connected", "connecting the pipes");
     for (const std::string& name : names) ShmSegment::unlink(name);
     log(LogLevel::kInfo, p.rank, "pipes: {} shm, {} rdma, {} tcp ({} connection{} each{}{})",

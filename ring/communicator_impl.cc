@@ -72,7 +72,12 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store, int rank, int size,
   }
   Join join(*store_, rank_, size_, options_);
   if (prefix.empty()) {
-    prefix_ = join.claimPrefix();
+    try {
+      prefix_ = join.claimPrefix();
+    } catch (const Error& e) {
+      if (join.isUnexplainedStoreLoss(e)) throw join.explainStoreLoss(e);
+      throw;
+    }
   } else {
     prefix_ = prefix;
     join.usePrefix(prefix_);
@@ -109,10 +114,31 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store, int rank, int size,
     finishCreation(join);
   } catch (const Error& e) {
     join.publishFailure(e);
+    if (join.isUnexplainedStoreLoss(e)) {
+      const Error told = join.explainStoreLoss(e);
+      tellPeersCreationFailed(told);
+      throw told;
+    }
+    tellPeersCreationFailed(e);
     throw;
   }
   log(LogLevel::kInfo, rank_, "communicator of {} ranks ready ({})", size_,
       topology_.describe());
+}
+
+// A rank that fails late in creation (its store gone while others have already gone
+// on to their first collective) tells them why on its pipes, so that they name the
+// cause, not only "rank r closed its pipe". Where this rank is not the cause (the store,
+// another rank's failure) the culprit is left unknown.
+void Communicator::Impl::tellPeersCreationFailed(const Error& e) {
+  Failure f;
+  f.code = e.code();
+  f.reporter = rank_;
+  f.culprit = e.cause() == ErrorCause::kUnspecified ? rank_ : -1;
+  f.detail = e.what();
+  const PeerStatus notice = abortNotice(f, rank_, 0);
+  for (auto& [peer, pipe] : pipes_.send) pipe->publish(notice);
+  for (auto& [peer, pipe] : pipes_.recv) pipe->publish(notice);
 }
 
 // After the pipes: the queue's context, the recorder, the topology and the link probe;
@@ -155,10 +181,9 @@ void Communicator::Impl::finishCreation(Join& join) {
                              topology_, rank_, options_, pipes_.allShm,
                              options_.transport != TransportKind::kTcp,
                              [&] { join.checkAlarms(); });
-  join.arrive("done");
+  join.arrive("done", "finishing creation");
   join.waitAll("done", "finishing creation");
-  join.arrive("left");
-  if (rank_ == 0) join.waitAllOrGone("left", "finishing creation");
+  join.leave();
 }
 
 AllReduceAlgo Communicator::Impl::chooseAlgorithm(size_t bytes) const {

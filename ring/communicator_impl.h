@@ -141,6 +141,7 @@ class Communicator::Impl {
  private:
   // Creation after the pipes are connected, up to the join's last barrier.
   void finishCreation(Join& join);
+  void tellPeersCreationFailed(const Error& e);  // on the pipes made so far
   template <typename Body>
   void execute(const CollectiveCall& call, uint64_t record, Body&& body);
   void runSingle(const CollectiveCall& call, const void* sendbuf, void* recvbuf,

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "base/crypto.h"
@@ -157,6 +158,7 @@ double Join::seconds() const {
 std::string Join::claimPrefix() {
   const std::string owner = fmt::format("gyre/owner/{}", rank_);
   const std::string me = processIdentity();
+  phase_ = "taking this rank";
   if (!store_.check({owner}) && store_.add(fmt::format("gyre/owner-claims/{}", rank_), 1) == 1) {
     store_.setString(owner, me);
   }
@@ -345,7 +347,36 @@ std::string Join::joinedSummary() const {
   return out.empty() ? "none" : out;
 }
 
-void Join::arrive(const std::string& step) {
+void Join::leave() {
+  try {
+    arrive("left", "finishing creation");
+  } catch (const Error& e) {
+    if (rank_ == 0 || e.cause() != ErrorCause::kStoreLost) throw;
+    log(LogLevel::kWarn, rank_, "the bootstrap store at {} went away right after every rank "
+        "had created the communicator (did rank 0's process end?); going on: {}",
+        storeName_, e.what());
+    return;
+  }
+  if (rank_ == 0) waitAllOrGone("left", "finishing creation");
+}
+
+bool Join::isUnexplainedStoreLoss(const Error& e) const {
+  // Every message gyre writes for a rank starts with "rank N:"; the store's own do not.
+  return e.cause() == ErrorCause::kStoreLost &&
+         std::string_view(e.what()).rfind(fmt::format("rank {}:", rank_), 0) != 0;
+}
+
+Error Join::explainStoreLoss(const Error& e) const {
+  return Error(ErrorCode::kRemoteError,
+               fmt::format("rank {}: the bootstrap store at {} went away after {:.1f} s, while "
+                           "{}: the process serving it (rank 0) exited or failed, and its own "
+                           "output says why ({})",
+                           rank_, storeName_, seconds(), phase_, e.what()),
+               ErrorCause::kStoreLost);
+}
+
+void Join::arrive(const std::string& step, const char* what) {
+  phase_ = what;
   // Counted first: a rank killed between the two calls is then either not counted (and
   // named as late or dropped) or counted (and the others go on without it), never marked
   // but not counted, which left the others waiting on "rank(s) none".
@@ -392,6 +423,7 @@ void Join::watch(Ready&& ready, Progress&& progress, const char* what) {
   const Clock::time_point deadline = start_ + options_.joinTimeout;
   Clock::time_point nextReport = start_ + options_.joinProgressFirst;
   Clock::duration pause = kFirstPoll;
+  phase_ = what;
   for (;;) {
     try {
       if (ready()) return;
@@ -400,11 +432,8 @@ void Join::watch(Ready&& ready, Progress&& progress, const char* what) {
       checkRefusals();
     } catch (const Error& e) {
       // Only the store's own errors, not a failure another rank published.
-      if (e.cause() != ErrorCause::kStoreLost) throw;
-      failWith(ErrorCode::kRemoteError, ErrorCause::kStoreLost,
-               "rank {}: the bootstrap store at {} went away after {:.1f} s, while {}: the "
-               "process serving it (rank 0) exited or failed, and its own output says why ({})",
-               rank_, storeName_, seconds(), what, e.what());
+      if (!isUnexplainedStoreLoss(e)) throw;
+      throw explainStoreLoss(e);
     }
     const Clock::time_point now = Clock::now();
     if (now >= deadline) {

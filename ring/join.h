@@ -90,15 +90,18 @@ class Join {
   // Steps 3-4: returns every rank's claim, by rank.
   std::vector<Claim> checkIn(const Claim& mine);
 
-  // A barrier of creation: arrive() marks this rank at `step`; waitAll() returns when
-  // every rank has arrived, watching failures and drops as checkIn() does.
-  void arrive(const std::string& step);
+  // A barrier of creation: arrive() marks this rank at `step` (`what` it is part of, for
+  // messages: "connecting the pipes"); waitAll() returns when every rank has arrived,
+  // watching failures and drops as checkIn() does.
+  void arrive(const std::string& step, const char* what);
   void waitAll(const std::string& step, const char* what);
-  // The same, where a rank whose store connection dropped counts as arrived: for the last
-  // barrier, which only keeps the store's process (rank 0) until every other rank has made
-  // its last store call; a rank that died makes none (its death is the next collective's
-  // error, naming it), so rank 0 does not wait GYRE_JOIN_TIMEOUT for it.
-  void waitAllOrGone(const std::string& step, const char* what);
+
+  // Creation's last barrier, after every rank arrived at "done": it only keeps the store's
+  // process (rank 0) until every other rank has made its last store call. So rank 0 does
+  // not wait for a rank that died meanwhile (it makes no more calls; its death is the next
+  // collective's error, naming it), and another rank that finds the store gone (rank 0's
+  // process ended) goes on with a warning: the communicator exists on every rank.
+  void leave();
 
   // Tells the other ranks why this rank cannot go on (the first published is what they
   // print). Never throws. A rank that serves the store lingers up to 2 s until every
@@ -106,6 +109,13 @@ class Join {
   void publishFailure(const Error& error) noexcept;
 
   double seconds() const;
+
+  // A store call of creation outside the join's own waits (the bootstrap's reads and
+  // writes) fails with the store's bare message when rank 0's process is gone. Whether
+  // `e` is such a loss, not yet put in words; and those words: this rank, the store,
+  // what creation was doing (the last wait or arrival), rank 0 as the likely cause.
+  bool isUnexplainedStoreLoss(const Error& e) const;
+  Error explainStoreLoss(const Error& e) const;
 
   // For a rank whose setup failed before it could check in (a bad GYRE_* value, an
   // interface that does not exist): takes its place in the join as claimPrefix() does
@@ -133,6 +143,8 @@ class Join {
 
  private:
   void waitAll(const std::string& step, const char* what, bool goneCounts);
+  // waitAll, where a rank whose store connection dropped counts as arrived (leave()).
+  void waitAllOrGone(const std::string& step, const char* what);
   template <typename Ready, typename Progress>
   void watch(Ready&& ready, Progress&& progress, const char* what);
   void absorb(const Claim& mine);  // reads and checks the claims that arrived
@@ -150,6 +162,7 @@ class Join {
   const int size_;
   const Options options_;
   const std::string storeName_;
+  const char* phase_ = "joining";  // what creation was doing (the last wait or arrival)
   const Clock::time_point start_;
   std::string prefix_;
   std::vector<Claim> byRank_;  // claims read so far, by rank (rank -1: none yet)
