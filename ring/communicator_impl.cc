@@ -75,7 +75,7 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store, int rank, int size,
     try {
       prefix_ = join.claimPrefix();
     } catch (const Error& e) {
-      if (join.isUnexplainedStoreLoss(e)) throw join.explainStoreLoss(e);
+      if (e.cause() == ErrorCause::kStoreLost) throw join.explainStoreLoss(e);
       throw;
     }
   } else {
@@ -114,7 +114,7 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store, int rank, int size,
     finishCreation(join);
   } catch (const Error& e) {
     join.publishFailure(e);
-    if (join.isUnexplainedStoreLoss(e)) {
+    if (e.cause() == ErrorCause::kStoreLost) {
       const Error told = join.explainStoreLoss(e);
       tellPeersCreationFailed(told);
       throw told;

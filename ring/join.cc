@@ -6,7 +6,6 @@
 #include <map>
 #include <set>
 #include <sstream>
-#include <string_view>
 #include <thread>
 
 #include "base/crypto.h"
@@ -360,12 +359,6 @@ void Join::leave() {
   if (rank_ == 0) waitAllOrGone("left", "finishing creation");
 }
 
-bool Join::isUnexplainedStoreLoss(const Error& e) const {
-  // Every message gyre writes for a rank starts with "rank N:"; the store's own do not.
-  return e.cause() == ErrorCause::kStoreLost &&
-         std::string_view(e.what()).rfind(fmt::format("rank {}:", rank_), 0) != 0;
-}
-
 Error Join::explainStoreLoss(const Error& e) const {
   return Error(ErrorCode::kRemoteError,
                fmt::format("rank {}: the bootstrap store at {} went away after {:.1f} s, while "
@@ -425,16 +418,12 @@ void Join::watch(Ready&& ready, Progress&& progress, const char* what) {
   Clock::duration pause = kFirstPoll;
   phase_ = what;
   for (;;) {
-    try {
-      if (ready()) return;
-      checkAlarms();
-      checkGone();
-      checkRefusals();
-    } catch (const Error& e) {
-      // Only the store's own errors, not a failure another rank published.
-      if (!isUnexplainedStoreLoss(e)) throw;
-      throw explainStoreLoss(e);
-    }
+    // The store's own errors leave as they are: creation puts them in words once, for
+    // every store call it makes (explainStoreLoss).
+    if (ready()) return;
+    checkAlarms();
+    checkGone();
+    checkRefusals();
     const Clock::time_point now = Clock::now();
     if (now >= deadline) {
       fail(ErrorCode::kTimeout,

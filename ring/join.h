@@ -110,11 +110,11 @@ class Join {
 
   double seconds() const;
 
-  // A store call of creation outside the join's own waits (the bootstrap's reads and
-  // writes) fails with the store's bare message when rank 0's process is gone. Whether
-  // `e` is such a loss, not yet put in words; and those words: this rank, the store,
-  // what creation was doing (the last wait or arrival), rank 0 as the likely cause.
-  bool isUnexplainedStoreLoss(const Error& e) const;
+  // Any store call of creation (the join's waits and arrivals, the bootstrap's reads and
+  // writes) fails with the store's bare message (ErrorCause::kStoreLost) when the store's
+  // process is gone. Its words for the user, once, where creation catches it: this rank,
+  // the store, what creation was doing (the last wait or arrival), rank 0 as the likely
+  // cause, and the store's message.
   Error explainStoreLoss(const Error& e) const;
 
   // For a rank whose setup failed before it could check in (a bad GYRE_* value, an
