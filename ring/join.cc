@@ -356,7 +356,7 @@ void Join::leave() {
         storeName_, e.what());
     return;
   }
-  if (rank_ == 0) waitAllOrGone("left", "finishing creation");
+  if (rank_ == 0) waitAll("left", "finishing creation", /*goneCounts=*/true);
 }
 
 Error Join::explainStoreLoss(const Error& e) const {
@@ -378,10 +378,6 @@ void Join::arrive(const std::string& step, const char* what) {
 }
 
 void Join::waitAll(const std::string& step, const char* what) { waitAll(step, what, false); }
-
-void Join::waitAllOrGone(const std::string& step, const char* what) {
-  waitAll(step, what, true);
-}
 
 void Join::waitAll(const std::string& step, const char* what, bool goneCounts) {
   auto arrivedOrGone = [&] {

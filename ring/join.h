@@ -142,9 +142,8 @@ class Join {
   static constexpr std::chrono::seconds kRefusedGrace{3};
 
  private:
+  // goneCounts: a rank whose store connection dropped counts as arrived (leave()).
   void waitAll(const std::string& step, const char* what, bool goneCounts);
-  // waitAll, where a rank whose store connection dropped counts as arrived (leave()).
-  void waitAllOrGone(const std::string& step, const char* what);
   template <typename Ready, typename Progress>
   void watch(Ready&& ready, Progress&& progress, const char* what);
   void absorb(const Claim& mine);  // reads and checks the claims that arrived
