@@ -379,24 +379,26 @@ void Join::arrive(const std::string& step, const char* what) {
 
 void Join::waitAll(const std::string& step, const char* what) { waitAll(step, what, false); }
 
+std::vector<int> Join::notMarked(const std::string& step) {
+  std::vector<int> out;
+  for (int r = 0; r < size_; ++r) {
+    if (!store_.check({key(fmt::format("{}/{}", step, r))})) out.push_back(r);
+  }
+  return out;
+}
+
 void Join::waitAll(const std::string& step, const char* what, bool goneCounts) {
   auto arrivedOrGone = [&] {
     // Drops are counted in "alarm": without one there is nobody to count as gone.
     if (store_.add(key("alarm"), 0) == 0) return false;
-    for (int r = 0; r < size_; ++r) {
-      if (!store_.check({key(fmt::format("{}/{}", step, r))}) &&
-          !store_.check({key(fmt::format("dropped/{}", r))})) {
-        return false;
-      }
+    for (int r : notMarked(step)) {
+      if (!store_.check({key(fmt::format("dropped/{}", r))})) return false;
     }
     return true;
   };
   watch([&] { return store_.add(key(step), 0) >= size_ || (goneCounts && arrivedOrGone()); },
         [&] {
-          std::vector<int> late;
-          for (int r = 0; r < size_; ++r) {
-            if (!store_.check({key(fmt::format("{}/{}", step, r))})) late.push_back(r);
-          }
+          const std::vector<int> late = notMarked(step);
           std::string hosts;
           for (int r : late) {
             const Claim& c = byRank_[static_cast<size_t>(r)];

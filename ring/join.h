@@ -144,6 +144,7 @@ class Join {
  private:
   // goneCounts: a rank whose store connection dropped counts as arrived (leave()).
   void waitAll(const std::string& step, const char* what, bool goneCounts);
+  std::vector<int> notMarked(const std::string& step);  // ranks without "<step>/<r>"
   template <typename Ready, typename Progress>
   void watch(Ready&& ready, Progress&& progress, const char* what);
   void absorb(const Claim& mine);  // reads and checks the claims that arrived

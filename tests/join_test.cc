@@ -364,35 +364,35 @@ TEST(Join, ARankKilledAfterCreatingDoesNotHoldRankZeroAtTheLastBarrier) {
       mine.process = processIdentity();
       mine.token = "-";
       try {
-      join.checkIn(mine);
-      if (c == victim && window == kCountedNotMarked) {
-        // Once the others have arrived, the first of arrive("done")'s two calls only.
-        for (int r : {0, 2}) {
-          store->wait({fmt::format("{}/join/done/{}", join.prefix(), r)});
-        }
-        store->add(join.prefix() + "/join/done", 1);
-        ::raise(SIGKILL);
-      }
-      join.arrive("done", "finishing creation");
-      join.waitAll("done", "finishing creation");
-      if (window == kStoreGoneBeforeLeft && c != 0) {
-        store->setString(fmt::format("test/passed/{}", c), "1");
-        // Until rank 0's process, and the store with it, is gone (at most 5 s).
-        for (int i = 0; i < 1000; ++i) {
-          try {
-            store->check({"test/none"});
-          } catch (const Error& e) {
-            if (e.cause() == ErrorCause::kStoreLost) break;
-            throw;
+        join.checkIn(mine);
+        if (c == victim && window == kCountedNotMarked) {
+          // Once the others have arrived, the first of arrive("done")'s two calls only.
+          for (int r : {0, 2}) {
+            store->wait({fmt::format("{}/join/done/{}", join.prefix(), r)});
           }
-          std::this_thread::sleep_for(5ms);
+          store->add(join.prefix() + "/join/done", 1);
+          ::raise(SIGKILL);
         }
-      }
-      if (c == victim) {
-        if (window == kStoreGoneBeforeLeft) store->wait({"test/passed/1", "test/passed/2"});
-        ::raise(SIGKILL);
-      }
-      join.leave();
+        join.arrive("done", "finishing creation");
+        join.waitAll("done", "finishing creation");
+        if (window == kStoreGoneBeforeLeft && c != 0) {
+          store->setString(fmt::format("test/passed/{}", c), "1");
+          // Until rank 0's process, and the store with it, is gone (at most 5 s).
+          for (int i = 0; i < 1000; ++i) {
+            try {
+              store->check({"test/none"});
+            } catch (const Error& e) {
+              if (e.cause() == ErrorCause::kStoreLost) break;
+              throw;
+            }
+            std::this_thread::sleep_for(5ms);
+          }
+        }
+        if (c == victim) {
+          if (window == kStoreGoneBeforeLeft) store->wait({"test/passed/1", "test/passed/2"});
+          ::raise(SIGKILL);
+        }
+        join.leave();
       } catch (const Error& e) {
         join.publishFailure(e);  // as creation does: rank 0 keeps the store while others read it
         throw;
