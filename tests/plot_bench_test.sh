@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tools/plot_bench.py on the committed results (docs/results/): the JSON, the CSV and
+# tools/plot_bench.py on the committed results (bench/results/): the JSON, the CSV and
 # the plain nccl-tests-style table of the same runs, alone and side by side; each must
 # give a non-empty PNG (checked by its 8-byte magic) and an SVG; the peer harness's
 # committed tables must be read field by field (in place, time and busbw). A file it
@@ -13,7 +13,7 @@ if ! /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
   echo "plot_bench_test: python3-matplotlib is missing: run tools/setup.sh" >&2
   exit 1
 fi
-r=$src/docs/results
+r=$src/bench/results
 check_png() {
   local f=$1
   [ -s "$f" ] || { echo "FAIL: $f missing or empty" >&2; exit 1; }
@@ -32,7 +32,7 @@ plot "$r/allreduce_4ranks_tcp_loopback.json" "$r/allreduce_4ranks_shm.csv" \
   "$r/allreduce_4ranks_shm.txt" -l tcp -l "shm csv" -l "shm table" --series algorithm \
   --group in_place -o "$out/all.png" >/dev/null
 check_png "$out/all.png"
-# The peer harness's 11-column tables (docs/results/peers_*): one in-place group, read
+# The peer harness's 11-column tables (bench/results/peers_*): one in-place group, read
 # field by field; with the default group (out-of-place) there is nothing to plot.
 p=$r/peers_netns_4x1_2gbit
 plot "$p/netns_gyre_tcp_n4_2gbit.txt" "$p/netns_gloo_ring_chunked_n4_2gbit.txt" \

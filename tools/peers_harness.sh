@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # The peers' harness: Gloo, Open MPI and torch.distributed run beside gyre on the same
 # namespaced, tbf-shaped hosts (its run_netns.sh) or on one host (run_peers.sh). It is not
-# part of gyre; the scripts under docs/results/ that ran it source this file from the
+# part of gyre; the scripts under bench/results/ that ran it source this file from the
 # repository root.
 #   PEERS_HARNESS   the directory holding run_netns.sh (required)
 #   PEERS_BUILD     the harness's build of the peers (its BUILD; default /tmp/gyre-peers/build)

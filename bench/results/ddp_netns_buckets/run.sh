@@ -4,7 +4,7 @@
 # (two: 0.54 MB, whose exchange can overlap the first layer's backward, then 1.6 MB),
 # alternating round by round; gyre, gloo, local and sync in each. Root; the torch 2 venv
 # and a gyre_torch build (tools/ddp_netns_bench.sh).
-#   docs/results/ddp_netns_buckets/run.sh [OUT_DIR] [ROUNDS]
+#   bench/results/ddp_netns_buckets/run.sh [OUT_DIR] [ROUNDS]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)

@@ -3,7 +3,7 @@
 # --bind core (ring neighbours share a CPU: 0 0 1 1), the old --bind core (r mod k:
 # 0 1 0 1, through a taskset wrapper), Open MPI unbound (its default with
 # --oversubscribe) and Open MPI --bind-to core; ROUNDS rounds, the variants alternating.
-#   docs/results/shm_1mib_vs_openmpi/bind_core/run.sh [OUT_DIR]
+#   bench/results/shm_1mib_vs_openmpi/bind_core/run.sh [OUT_DIR]
 # then summary.py OUT_DIR/summary_raw.txt > OUT_DIR/summary.txt
 # Needs build/bin (gyrerun, gyre-bench) and the peers' harness's mpi_bench, an
 # MPI_Allreduce loop that is not part of gyre (tools/peers_harness.sh): MPI_BENCH, default

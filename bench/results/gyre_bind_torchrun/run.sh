@@ -3,7 +3,7 @@
 # with and without GYRE_BIND=core, beside gloo and the no-exchange reference (gloo with
 # --hook local), ROUNDS rounds, every variant once a round (the order turning), so ratios
 # come from the same minutes.
-#   docs/results/gyre_bind_torchrun/run.sh [OUT_FILE] [ddp_train.py args...]
+#   bench/results/gyre_bind_torchrun/run.sh [OUT_FILE] [ddp_train.py args...]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)

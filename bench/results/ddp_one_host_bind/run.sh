@@ -3,7 +3,7 @@
 # gyrerun with and without --bind core, for gyre, gloo, local (gloo exchanging nothing)
 # and sync (gyre with a 4-byte all-reduce per bucket); ROUNDS rounds, every variant once
 # a round, so ratios come from the same minutes.
-#   docs/results/ddp_one_host_bind/run.sh [OUT_FILE] [ddp_train.py args...]
+#   bench/results/ddp_one_host_bind/run.sh [OUT_FILE] [ddp_train.py args...]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)

@@ -2,7 +2,7 @@
 # DDP MLP on 2 namespaced hosts x 4 ranks at 1 Gbit/s, each host launched by torchrun
 # (unbound) and by gyrerun --bind core, alternating round by round; gyre, gloo, local and
 # sync in each. Root; the torch 2 venv and a gyre_torch build (tools/ddp_netns_bench.sh).
-#   docs/results/ddp_netns_bind/run.sh [OUT_DIR] [ROUNDS]
+#   bench/results/ddp_netns_bind/run.sh [OUT_DIR] [ROUNDS]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
