@@ -81,7 +81,7 @@ struct GYRE_API Options {
   // (1..1024; local rank i uses NIC i mod N). The cost model charges each NIC the bytes of
   // the ranks on it: 1 (the default) is one shared NIC per host; a GPU server with a NIC
   // per GPU sets it to its ranks per host, where rd and hier cross hosts 8 times wider
-  // (docs/simulator.md, "One NIC per rank"). gyre cannot see this itself: the link probe
+  // (docs/simulator.md, "Auto's choice at scale"). gyre cannot see this itself: the link probe
   // measures one pair of leaders. Equal on every rank.
   int nicsPerHost = 1;
   // GYRE_REDUCE_ISA=auto|portable|avx2|avx512: forces the host reduction's ISA (tests and

@@ -56,10 +56,9 @@ struct HostLoad {
 };
 
 // The latency of a chain of hops: each hop charged the alpha of its kind (inside a host
-// the intra table's, across hosts the inter one's). Before gyre-sim (docs/simulator.md,
-// "Auto's choice") every step was charged the inter alpha, which made the ring (7 of 8
-// hops inside a host at 8 ranks per host) and hier's host phases look 5-10x slower in
-// latency than they run, and so auto took the tree over hier at 256 KiB on 8 x 8.
+// the intra table's, across hosts the inter one's): charging every hop the inter alpha
+// would make the ring (7 of 8 hops inside a host at 8 ranks per host) and hier's host
+// phases look 5-10x slower in latency than they run.
 double hopAlpha(const HostTopology& t, const TwoLevelCost& c, int from, int to) {
   return t.hostOf[from] == t.hostOf[to] ? c.intra.alphaUs : c.inter.alphaUs;
 }

@@ -20,7 +20,8 @@
 //            the larger of the two plus 1/8 of the smaller, its pieces' link chains
 //            counted with the link; the leaders-only form (unequal hosts) adds two shm
 //            chains of S each.
-// Each term's origin and the gaps it closed: docs/simulator.md, "Auto's choice".
+// How its picks compare with every schedule simulated at scale: docs/simulator.md,
+// "Auto's choice at scale".
 //
 // The inter-host constants: measured at creation by a probe between two host leaders
 // (ring/host_link_calibration.h: one NIC's rate), else the fixed ones of

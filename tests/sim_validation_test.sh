@@ -6,10 +6,9 @@
 # of calls (--as-bench 3 -n 6 -w 1: the buckets carried from call to call).
 # tools/sim_validate.py fails when a prediction is more than 10% from the faster of two
 # measured runs. The sizes are the link-bound ones, where the
-# model's terms are the link's and not this 2-core machine's scheduling (docs/simulator.md,
-# "Validation", has the whole table and what lies outside it). Not 2 MiB: the tree there
-# is 5-9% slower than the model on a quiet machine, and over 10% when the suite has just
-# loaded it (failed twice in 2026-12-03's suites, passed alone each time).
+# model's terms are the link's and not a 2-core host's scheduling (docs/simulator.md,
+# "Validation", summarises the wider comparison). Not 2 MiB: the tree there runs 5-9%
+# slower than the model even unloaded, over 10% when the suite has just loaded the host.
 # Usage: sim_validation_test.sh BUILD_DIR SOURCE_DIR. Root only (exit 77 otherwise).
 set -euo pipefail
 build=$1

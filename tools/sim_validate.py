@@ -6,7 +6,7 @@
              --link 500mbit --link-burst 131072 --alpha-us 15 --as-bench 3 -n 6 -w 1
 
 MEASURED.txt holds the `compare: bytes=..` lines of one or more runs (REPEAT=2 prints
-each run's); the measured time of a cell is the fastest run's (noise on a shared machine
+each run's); the measured time of a cell is the fastest run's (noise on a shared host
 only adds time), the range is printed beside it. gyre-sim runs with --compare-algos over
 the measured sizes (give it the measured run's sequence: --as-bench R -n N -w W). Prints a markdown table, algorithm by algorithm (ring, tree, rd, hier
 where measured; on one rank per host hier is the flat ring), then per bound how many
@@ -17,7 +17,7 @@ Options (before --): --sim PATH (default build/bin/gyre-sim), --large BYTES (655
 --bound-large F (0.10), --bound-small F (0.25), --algos ring,tree,hier (which columns
 count), --min-bytes N (ignore smaller sizes), --check.
 
---fit NAME=LO:HI:STEP[,NAME=LO:HI:STEP...]: fit this machine's constants instead of
+--fit NAME=LO:HI:STEP[,NAME=LO:HI:STEP...]: fit a cluster's constants instead of
 taking them as given. NAME is a numeric gyre-sim flag without its dashes (alpha-us,
 shm-alpha-us, slice-overhead-us, ...); every point of the grid is predicted (a flag
 given after -- with the same name is replaced), and the point with the most cells
