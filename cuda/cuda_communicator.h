@@ -14,7 +14,8 @@
 // So the reduction runs on the CPU and every byte crosses the host link twice: gyre's
 // schedules never run on device memory (docs/DESIGN.md, "GPU buffers"); only a one-rank
 // communicator uses the device kernels (a copy, or avg's scaling, on `stream`).
-// Why staged and not fused kernels reading mapped pinned slots: cuda_kernels/NOTES.md.
+// Why staged: it moves each rank's buffer across the host link once each way, the least
+// any reduction on the host can (docs/gpu.md).
 //
 // Contract:
 // - Creation is collective: every rank creates it, in the same order as its other

@@ -17,7 +17,7 @@
 // base/half.h's rounding. Only NaN differs (the GPU writes its own canonical NaN), so a
 // NaN is re-encoded as base/half.h does. The software conversions of base/half.h would
 // give the same bits but cost ~30 integer operations per float16 element, which at
-// ~4 TB/s would make the kernel compute-bound (see cuda_kernels/NOTES.md).
+// ~4 TB/s would make the kernel compute-bound (measured figures: docs/gpu.md).
 #pragma once
 
 #include <cstdint>
