@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # shellcheck disable=SC2317  # some functions run through bash -c "$(declare -f ...)"
-# The whole GPU check of issue 6 (device kernels, collectives on device buffers) in one
+# The whole GPU check (device kernels, collectives on device buffers) in one
 # short run on a machine with an NVIDIA GPU; prints a summary table last.
 #
 #   tools/gpu_check.sh --prepare   on a machine with nvcc (no GPU needed, e.g. the CPU
@@ -183,7 +183,7 @@ verdict() {  # value op target -> PASS/MISS/n/a
 }
 {
   echo
-  echo "==== gyre GPU check summary (issue 6), $(date -u '+%Y-%m-%d %H:%M UTC'), $((SECONDS - START))s ===="
+  echo "==== gyre GPU check summary, $(date -u '+%Y-%m-%d %H:%M UTC'), $((SECONDS - START))s ===="
   echo "GPU: $(head -n 1 "$WORK/env.out" 2>/dev/null)"
   printf '%-16s %-10s %5s  %s\n' step status secs note
   for s in "${STEPS[@]}"; do
