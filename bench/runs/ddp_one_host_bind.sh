@@ -22,7 +22,7 @@ for ((r = 1; r <= rounds; r++)); do
       backend=$b hook=()
       [ "$b" = local ] && backend=gloo hook=(--hook local)
       [ "$b" = sync ] && backend=gyre hook=(--hook sync)
-      line=$(PYTHONPATH=$lib OMP_NUM_THREADS=1 timeout -k 10 300 "$root/build/bin/gyrerun" -n 4 \
+      line=$(PYTHONPATH="$lib" OMP_NUM_THREADS=1 timeout -k 10 300 "$root/build/bin/gyrerun" -n 4 \
         --bind "$bind" "$py" "$root/python/examples/ddp_train.py" --backend "$backend" \
         "${hook[@]}" "${args[@]}" 2>/dev/null | grep samples_per_s | head -1)
       sps=$("$py" -c 'import json,sys; print("%.0f" % json.loads(sys.argv[1])["samples_per_s"])' "$line")

@@ -25,7 +25,7 @@ for ((r = 1; r <= rounds; r++)); do
     [ "$v" = local ] && backend=gloo hook=(--hook local)
     [ "$v" = gloo ] && backend=gloo
     port=$((port + 1))
-    line=$(env "${env[@]}" PYTHONPATH=$lib OMP_NUM_THREADS=1 timeout -k 10 300 "$venv/bin/torchrun" \
+    line=$(env "${env[@]}" PYTHONPATH="$lib" OMP_NUM_THREADS=1 timeout -k 10 300 "$venv/bin/torchrun" \
       --nproc-per-node 4 --master-port $port "$root/python/examples/ddp_train.py" \
       --backend "$backend" "${hook[@]}" "${args[@]}" 2>/dev/null | grep samples_per_s | head -1)
     sps=$("$venv/bin/python" -c 'import json,sys; print("%.0f" % json.loads(sys.argv[1])["samples_per_s"])' "$line")

@@ -20,10 +20,10 @@ for round in 1 2; do
   for cc in bbr cubic; do
     echo $cc > $cc_file
     echo "== $(date +%H:%M:%S) round $round $cc"
-    env "${common[@]}" ITERS=60 MIN_ITERS=60 GYRE_ITERS=60 GYRE_PEERS_OUT=$base/$cc$round-60 \
-      PEERS="gyre gloo" GLOO_ALGOS=allreduce_ring "$PEERS_RUN_NETNS" 4 2gbit > $base/$cc$round-60.log 2>&1
-    env "${common[@]}" ITERS=3 MIN_ITERS=3 GYRE_ITERS=3 GYRE_PEERS_OUT=$base/$cc$round-3 \
-      PEERS="gyre gloo" GLOO_ALGOS=allreduce_ring "$PEERS_RUN_NETNS" 4 2gbit > $base/$cc$round-3.log 2>&1
+    env "${common[@]}" ITERS=60 MIN_ITERS=60 GYRE_ITERS=60 GYRE_PEERS_OUT="$base/$cc$round-60" \
+      PEERS="gyre gloo" GLOO_ALGOS=allreduce_ring "$PEERS_RUN_NETNS" 4 2gbit > "$base/$cc$round-60.log" 2>&1
+    env "${common[@]}" ITERS=3 MIN_ITERS=3 GYRE_ITERS=3 GYRE_PEERS_OUT="$base/$cc$round-3" \
+      PEERS="gyre gloo" GLOO_ALGOS=allreduce_ring "$PEERS_RUN_NETNS" 4 2gbit > "$base/$cc$round-3.log" 2>&1
   done
 done
 peers_strip_paths "$base"

@@ -23,11 +23,11 @@ for round in 1 2 3; do
   for mode in quiet hogs; do
     [ $mode = hogs ] && busy_loops_start 2
     echo "== $(date +%H:%M:%S) round $round $mode (load $(cut -d' ' -f1 /proc/loadavg))"
-    env "${common[@]}" GYRE_PEERS_OUT=$base/$mode$round-def PEERS="$peers" \
-      GLOO_ALGOS="allreduce_ring ring_chunked" "$PEERS_RUN_NETNS" 4 2gbit > $base/$mode$round-def.log 2>&1
+    env "${common[@]}" GYRE_PEERS_OUT="$base/$mode$round-def" PEERS="$peers" \
+      GLOO_ALGOS="allreduce_ring ring_chunked" "$PEERS_RUN_NETNS" 4 2gbit > "$base/$mode$round-def.log" 2>&1
     if [ -n "$alt" ]; then
-      env "${common[@]}" GYRE_PEERS_OUT=$base/$mode$round-${alt,,} GYRE_SLOT_BYTES=$alt PEERS="gyre" \
-        "$PEERS_RUN_NETNS" 4 2gbit > $base/$mode$round-${alt,,}.log 2>&1
+      env "${common[@]}" GYRE_PEERS_OUT="$base/$mode$round-${alt,,}" GYRE_SLOT_BYTES=$alt PEERS="gyre" \
+        "$PEERS_RUN_NETNS" 4 2gbit > "$base/$mode$round-${alt,,}.log" 2>&1
     fi
     busy_loops_stop
   done
