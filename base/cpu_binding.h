@@ -5,8 +5,8 @@
 // The rule (cpuIndexFor): of the k CPUs the process may use, local rank r of n gets the
 // r-th when every local rank has one of its own (n <= k), else the (r * k / n)-th, so
 // that consecutive local ranks, neighbours on the ring, share a CPU and hand their slots
-// over in its cache: 4 ranks on 2 CPUs as 0 0 1 1 (docs/benchmarks.md, "Where the time
-// goes at 1 MiB, and ranks bound to CPUs"). Every rank of a host must be allowed the same
+// over in its cache: 4 ranks on 2 CPUs as 0 0 1 1 (docs/benchmarks.md, "Shared memory at
+// 1 MiB against Open MPI, and ranks bound to CPUs"). Every rank of a host must be allowed the same
 // CPUs (true under torchrun and mp.spawn); under a launcher that binds (Slurm's
 // --cpu-bind, mpirun --bind-to) leave it to the launcher.
 //

@@ -130,7 +130,7 @@ struct GYRE_API Options {
   // Where every pipe is tcp. Each tcp slice is a wake-up of the receiving thread: on a
   // 2 Gbit/s link beside two busy processes 512 KiB lost 0.8 points of the link (mean of
   // 4-64 MiB) where 128 KiB lost 1.3, and it cost nothing quiet, at 64 KiB-2 MiB, or on
-  // loopback (docs/benchmarks.md, "Fewer, larger slices", "Equal run lengths"). Not where
+  // loopback (bench/results/peers_netns_4x1_2gbit_fair/). Not where
   // some pipes are shm or rdma: those would then cut 512 KiB slices too.
   static constexpr size_t kTcpSlotBytes = 512 * 1024;
 

@@ -20,16 +20,16 @@ check_png() {
   magic=$(head -c 8 "$f" | od -An -tx1 | tr -d ' \n')
   [ "$magic" = 89504e470d0a1a0a ] || { echo "FAIL: $f is not a PNG (magic $magic)" >&2; exit 1; }
 }
-plot "$r/allreduce_4ranks_tcp_loopback.json" -o "$out/json" >/dev/null
+plot "$r/allreduce_4ranks/tcp_loopback.json" -o "$out/json" >/dev/null
 check_png "$out/json.png"
 [ -s "$out/json.svg" ] || { echo "FAIL: no SVG" >&2; exit 1; }
-plot "$r/allreduce_4ranks_tcp_loopback.csv" -o "$out/csv.png" >/dev/null
+plot "$r/allreduce_4ranks/tcp_loopback.csv" -o "$out/csv.png" >/dev/null
 check_png "$out/csv.png"
 [ ! -e "$out/csv.svg" ] || { echo "FAIL: -o x.png wrote an SVG too" >&2; exit 1; }
-plot "$r/allreduce_4ranks_tcp_loopback.txt" -o "$out/txt.png" >/dev/null
+plot "$r/allreduce_4ranks/tcp_loopback.txt" -o "$out/txt.png" >/dev/null
 check_png "$out/txt.png"
-plot "$r/allreduce_4ranks_tcp_loopback.json" "$r/allreduce_4ranks_shm.csv" \
-  "$r/allreduce_4ranks_shm.txt" -l tcp -l "shm csv" -l "shm table" --series algorithm \
+plot "$r/allreduce_4ranks/tcp_loopback.json" "$r/allreduce_4ranks/shm.csv" \
+  "$r/allreduce_4ranks/shm.txt" -l tcp -l "shm csv" -l "shm table" --series algorithm \
   --group in_place -o "$out/all.png" >/dev/null
 check_png "$out/all.png"
 # The peer harness's 11-column tables (bench/results/peers_*): one in-place group, read

@@ -1,8 +1,8 @@
 # shellcheck shell=bash
 # The peers' harness: Gloo, Open MPI and torch.distributed run beside gyre on the same
 # namespaced, tbf-shaped hosts (its run_netns.sh) or on one host (run_peers.sh). It is not
-# part of gyre; the scripts under bench/results/ that ran it source this file from the
-# repository root.
+# part of gyre; the scripts under bench/runs/ that run it source this file from the
+# repository root and write into bench/results/.
 #   PEERS_HARNESS   the directory holding run_netns.sh (required)
 #   PEERS_BUILD     the harness's build of the peers (its BUILD; default /tmp/gyre-peers/build)
 # Sets PEERS_RUN_NETNS and exports GYRE_BIN (this checkout's build/bin) and BUILD; returns 2
@@ -40,3 +40,19 @@ busy_loops_stop() {
   fi
   BUSY_LOOPS=()
 }
+
+# What a run leaves in DIR (its tables and logs, recursively) names paths of the machine it
+# ran on: peers_strip_paths DIR [PREFIX...] drops each PREFIX/ and the checkout's root/,
+# and writes $PEERS_HARNESS/, $PEERS_BUILD/ and $GLOO_STORE for the harness's own paths,
+# so that committed results hold no absolute paths.
+peers_strip_paths() {
+  local dir=$1 p
+  shift
+  local -a exprs=()
+  for p in "$@" "$PWD"; do exprs+=(-e "s|$(_peers_sed_escape "$p")/||g"); done
+  [[ -n ${PEERS_HARNESS:-} ]] && exprs+=(-e "s|$(_peers_sed_escape "${PEERS_HARNESS%/}")/|\$PEERS_HARNESS/|g")
+  [[ -n ${BUILD:-} ]] && exprs+=(-e "s|$(_peers_sed_escape "${BUILD%/}")/|\$PEERS_BUILD/|g")
+  exprs+=(-e 's|/tmp/gloo_netns_store\.[A-Za-z0-9]*|$GLOO_STORE|g')
+  find "$dir" -type f \( -name '*.txt' -o -name '*.log' \) -exec sed -i "${exprs[@]}" {} +
+}
+_peers_sed_escape() { printf '%s' "$1" | sed 's/[][\.*^$|]/\\&/g'; }

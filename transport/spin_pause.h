@@ -24,7 +24,7 @@
 // burst of 3 within 50 ms about once in 10 s), while a CPU-bound process beside makes
 // every few yields late (about 250 a second). Backing off at the first late yield kept a
 // quiet 4-rank shm job sleeping nearly all the time (8 B all-reduce 34-38 us instead of
-// 5-8 us; docs/benchmarks.md, "Late yields on a quiet machine").
+// 5-8 us; bench/results/spin_backoff/host_summary.txt).
 //
 // The state is per thread (each progress or caller thread watches its own core).
 #pragma once
