@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/timeline.h"
+#include "base/version.h"
 #include "collectives/algorithm_choice.h"
 #include "collectives/point_to_point.h"
 #include "collectives/topology_choice.h"
@@ -122,8 +123,8 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store, int rank, int size,
     tellPeersCreationFailed(e);
     throw;
   }
-  log(LogLevel::kInfo, rank_, "communicator of {} ranks ready ({})", size_,
-      topology_.describe());
+  log(LogLevel::kInfo, rank_, "gyre {} (commit {}): communicator of {} ranks ready ({})",
+      version(), versionCommit(), size_, topology_.describe());
 }
 
 // A rank that fails late in creation (its store gone while others have already gone
