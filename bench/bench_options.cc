@@ -45,6 +45,8 @@ const char kUsage[] = R"(usage: gyre-bench [COLLECTIVE] [options]     (start it 
                         host, ranks, transport, algorithm); tools/plot_bench.py plots
                         either, or the table itself (docs/observability.md)
   -h, --help
+      --version         print gyre-bench's version and commit (as: gyre-bench 0.2.0
+                        (commit 1a2b3c4)); the table's header has them too
 Size is the largest buffer of an op, as in nccl-tests: all_gather's gathered buffer,
 reduce_scatter's send buffer, alltoall's either, the buffer otherwise; all_gather,
 reduce_scatter and alltoall round it down to whole shares (ranks x elements).
@@ -116,7 +118,8 @@ void selectCollective(const std::string& name, BenchOptions& o) {
 
 }  // namespace
 
-// Returns false if help was asked for. Throws kInvalidArgument for a wrong command line.
+// Returns false if help or the version was asked for. Throws kInvalidArgument for a wrong
+// command line.
 bool parseOptions(int argc, char** argv, BenchOptions& o) {
   enum {
     kCollectiveOption = 256,
@@ -124,7 +127,8 @@ bool parseOptions(int argc, char** argv, BenchOptions& o) {
     kCompareAlgosOption,
     kRoundsOption,
     kCsvOption,
-    kJsonOption
+    kJsonOption,
+    kVersionOption
   };
   static const option kLong[] = {{"minbytes", required_argument, nullptr, 'b'},
                                  {"maxbytes", required_argument, nullptr, 'e'},
@@ -144,6 +148,7 @@ bool parseOptions(int argc, char** argv, BenchOptions& o) {
                                  {"csv", required_argument, nullptr, kCsvOption},
                                  {"json", required_argument, nullptr, kJsonOption},
                                  {"help", no_argument, nullptr, 'h'},
+                                 {"version", no_argument, nullptr, kVersionOption},
                                  {nullptr, 0, nullptr, 0}};
   opterr = 0;  // we report errors ourselves, through gyre::Error
   bool collectiveGiven = false;
@@ -205,6 +210,9 @@ bool parseOptions(int argc, char** argv, BenchOptions& o) {
         (c == kCsvOption ? o.csvPath : o.jsonPath) = optarg;
         break;
       case 'h':
+        return false;
+      case kVersionOption:
+        o.version = true;
         return false;
       default:
         fail(ErrorCode::kInvalidArgument, "unknown option or missing value: '{}'",

@@ -34,13 +34,14 @@ struct BenchOptions {
   std::optional<int> rounds;  // --rounds, --compare-algos only
   std::string csvPath;        // --csv: the table's rows as CSV (bench/result_files.h)
   std::string jsonPath;       // --json: the same with the run's header, as JSON
+  bool version = false;       // --version: print the version line instead of running
 };
 
 // The usage text: every flag, what it means, its default.
 extern const char kUsage[];
 
-// Parses argv into o. Returns false if help was asked for; throws kInvalidArgument,
-// naming the flag, for a wrong command line.
+// Parses argv into o. Returns false if help or the version (o.version) was asked for;
+// throws kInvalidArgument, naming the flag, for a wrong command line.
 bool parseOptions(int argc, char** argv, BenchOptions& o);
 
 // What the command line asks that n ranks cannot do; empty if nothing.

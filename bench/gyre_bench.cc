@@ -45,6 +45,7 @@
 #include "base/launch_env.h"
 #include "base/options.h"
 #include "base/types.h"
+#include "base/version.h"
 #include "bench/bench_collectives.h"
 #include "bench/bench_options.h"
 #include "bench/calibrate.h"
@@ -133,6 +134,7 @@ void printHeader(Communicator& comm, const BenchOptions& o, const CollectiveInfo
   std::printf("# gyre: launcher %s, bootstrap %s, tcp congestion control %s\n",
               launcherName(launchEnvFromProcess().launcher), gBootstrap,
               tcpCongestionInUse(opt).c_str());
+  std::printf("# gyre: version %s, commit %s\n", version(), versionCommit());
   std::printf("#\n");
   for (size_t r = 0; r < records.size(); ++r) {
     int pid = 0;
@@ -294,7 +296,11 @@ int main(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) bench::gCommand += (i ? " " : "") + std::string(argv[i]);
   try {
     if (!bench::parseOptions(argc, argv, options)) {
-      std::fputs(bench::kUsage, stdout);
+      if (options.version) {
+        std::printf("%s\n", versionLine("gyre-bench").c_str());
+      } else {
+        std::fputs(bench::kUsage, stdout);
+      }
       return 0;
     }
   } catch (const Error& e) {

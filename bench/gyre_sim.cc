@@ -25,6 +25,7 @@
 
 #include "base/error.h"
 #include "base/options.h"
+#include "base/version.h"
 #include "bench/bench_collectives.h"
 #include "bench/bench_options.h"
 #include "bench/compare_sequence.h"
@@ -84,6 +85,11 @@ Point simulate(sim::SimWorld& world, const CollectiveInfo& c, const Layout& l, D
   return {r.micros / 1e6, r.algo};
 }
 
+// Which gyre's schedules made the prediction, under every header.
+void printVersion() {
+  std::printf("# gyre-sim: version %s, commit %s\n", version(), versionCommit());
+}
+
 const char* algoLabel(uint8_t algo) {
   return algo ? algoName(static_cast<AllReduceAlgo>(algo)) : "flat";
 }
@@ -99,6 +105,7 @@ void printHeader(const sim::SimWorld& w, const BenchOptions& o, const Collective
   std::printf("# gyre-sim: predicted, not measured: %d ranks, algo %s, slots %zu x %zu B\n",
               w.size(), algoName(g.algo), g.slots, w.slotBytes());
   std::printf("# gyre-sim: %s\n", w.options().network.describe().c_str());
+  printVersion();
   std::printf(
       "# gyre-sim: the model's inter-host cost as the link probe would measure it: "
       "alpha %.1f us, %.0f MB/s; %d NIC%s a host (GYRE_NICS_PER_HOST)\n",
@@ -167,6 +174,7 @@ int runCompare(sim::SimWorld& w, const BenchOptions& o, bool timing) {
   const int n = w.size();
   std::printf("# gyre-sim --compare-algos: %d ranks, %s\n", n,
               w.options().network.describe().c_str());
+  printVersion();
   double worst = 0;
   size_t worstBytes = 0;
   for (size_t size : sweepSizes(o)) {
@@ -224,6 +232,7 @@ int runBenchSequence(sim::SimWorld& w, const BenchOptions& o, int rounds) {
   std::printf("# gyre-sim --compare-algos --as-bench %d: %d ranks, %s; -w %d, %d rounds of %d "
               "ops, as gyre-bench --compare-algos\n",
               rounds, n, w.options().network.describe().c_str(), o.warmup, rounds, burst);
+  printVersion();
   bool fresh = true;
   for (size_t size : sweepSizes(o)) {
     const Layout l = layoutFor(c, size, dtypeSize(t), n);
@@ -283,8 +292,13 @@ int main(int argc, char** argv) {
     cl = bench::parseSimCommandLine(argc, argv);
     std::vector<char*> rest;
     for (std::string& a : cl.benchArgs) rest.push_back(a.data());
-    if (cl.help || !bench::parseOptions(static_cast<int>(rest.size()), rest.data(), options)) {
-      std::fputs(bench::kSimUsage, stdout);
+    if (cl.help || cl.version ||
+        !bench::parseOptions(static_cast<int>(rest.size()), rest.data(), options)) {
+      if (cl.version || options.version) {
+        std::printf("%s\n", versionLine("gyre-sim").c_str());
+      } else {
+        std::fputs(bench::kSimUsage, stdout);
+      }
       return 0;
     }
   } catch (const Error& e) {

@@ -48,6 +48,8 @@ make it with its link probe); GYRE_SLOT_BYTES and GYRE_SLOTS apply.
                            from the cost model, nothing simulated
   --timing                 each row's simulation wall time on stderr
   -h, --help
+  --version                print gyre-sim's version and commit (as: gyre-sim 0.2.0
+                           (commit 1a2b3c4)); every header has them too
 )";
 
 namespace {
@@ -139,6 +141,8 @@ SimCommandLine parseSimCommandLine(int argc, char** argv) {
       c.timing = true;
     } else if (a == "-h" || a == "--help") {
       c.help = true;
+    } else if (a == "--version") {
+      c.version = true;
     } else {
       c.benchArgs.push_back(a);
     }

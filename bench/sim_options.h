@@ -21,6 +21,7 @@ struct SimCommandLine {
   bool timing = false;     // --timing: each row's simulation wall time on stderr
   bool picksOnly = false;  // --picks: auto's all-reduce pick per size, nothing simulated
   bool help = false;
+  bool version = false;    // --version: the version line instead of a run
   int callsBefore = 1;     // --calls-before: shaped links, identical calls before the timed one
   int asBenchRounds = 0;   // --as-bench R: --compare-algos as gyre-bench's sequence (0: off)
   // What is left for gyre-bench's parser, argv[0] first.

@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "base/options.h"
+#include "base/version.h"
 #include "capi/handles.h"
 #include "capi/unique_id.h"
 #include "ring/communicator.h"
@@ -49,6 +50,14 @@ gyreResult_t finishedWithin(gyreRequest_t request, std::chrono::milliseconds tim
 }  // namespace
 
 extern "C" {
+
+gyreResult_t gyreGetVersion(int* version) {
+  return guarded(nullptr, "gyreGetVersion", [&] {
+    needOut(version, "version");
+    // The library's own, compiled here: not the caller's header.
+    *version = GYRE_VERSION_CODE;
+  });
+}
 
 const char* gyreGetErrorString(gyreResult_t result) {
   switch (gyre::capi::raw(result)) {  // any int may come from C

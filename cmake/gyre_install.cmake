@@ -10,12 +10,14 @@
 # (default: when gyre is the top-level project, not when a parent add_subdirectory()s
 # it), `cmake --install` rules for
 #   include/gyre/<layer>/*.h       so users keep writing #include "ring/communicator.h"
+#                                  (and the generated base/version.h)
 #   lib/libgyre_<layer>.a, libgyre_ddp.a, libgyre_c.a, libgyre.so*, libgyre_c.so*
 #   bin/gyrerun, gyre-store, gyre-bench, gyre-train (those that are built)
 #   lib/cmake/gyre/                find_package(gyre): gyre::gyre (static),
 #                                  gyre::gyre_shared, gyre::ddp, gyre::gyre_c,
 #                                  gyre::gyre_c_shared
 #   lib/pkgconfig/gyre.pc          for non-CMake builds (links libgyre.so)
+#   share/doc/gyre/LICENSE         the licence (BSD-3-Clause), which both packages name
 #
 # Why every layer is compiled with -fvisibility=hidden: the static libraries and the shared
 # ones are linked from the same objects (compiled once), and hidden-by-default is what
@@ -46,7 +48,7 @@ function(gyre_layers_below target out)
 endfunction()
 gyre_layers_below(gyre_ring GYRE_CORE_LAYERS)
 # 0.x releases promise nothing between minor versions, so the SONAME carries the minor
-# version until 1.0 (libgyre.so.0.1), then only the major one.
+# version until 1.0 (libgyre.so.0.2), then only the major one.
 if(PROJECT_VERSION_MAJOR EQUAL 0)
   set(GYRE_SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
 else()
@@ -88,6 +90,7 @@ function(gyre_shared_library name output)
   endforeach()
   target_link_libraries(${name} PUBLIC ${GYRE_CORE_DEPENDENCIES})
   target_include_directories(${name} INTERFACE $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+                                               $<BUILD_INTERFACE:${GYRE_GENERATED_DIR}>
                                                $<INSTALL_INTERFACE:${GYRE_INSTALL_INCLUDEDIR}>)
   target_compile_features(${name} INTERFACE cxx_std_20)
   set_target_properties(${name} PROPERTIES OUTPUT_NAME ${output} VERSION ${PROJECT_VERSION}
@@ -119,6 +122,8 @@ if(GYRE_INSTALL)
   install(DIRECTORY base transport store host_kernels collectives ring ddp capi
           DESTINATION ${GYRE_INSTALL_INCLUDEDIR}
           FILES_MATCHING PATTERN "*.h")
+  install(FILES ${GYRE_GENERATED_DIR}/base/version.h DESTINATION ${GYRE_INSTALL_INCLUDEDIR}/base)
+  install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR})
   install(TARGETS ${GYRE_INSTALL_TARGETS} EXPORT gyreTargets
           ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
           LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
@@ -131,9 +136,11 @@ if(GYRE_INSTALL)
 
   set(GYRE_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/gyre)
   install(EXPORT gyreTargets NAMESPACE gyre:: DESTINATION ${GYRE_CMAKE_DIR})
+  set(GYRE_LICENSE_FILE ${CMAKE_INSTALL_DOCDIR}/LICENSE)
   configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/gyreConfig.cmake.in
                                 ${PROJECT_BINARY_DIR}/gyreConfig.cmake
-                                INSTALL_DESTINATION ${GYRE_CMAKE_DIR})
+                                INSTALL_DESTINATION ${GYRE_CMAKE_DIR}
+                                PATH_VARS GYRE_LICENSE_FILE)
   # 0.x: only the same minor version is compatible (see GYRE_SOVERSION).
   write_basic_package_version_file(${PROJECT_BINARY_DIR}/gyreConfigVersion.cmake
                                    COMPATIBILITY SameMinorVersion)
@@ -155,6 +162,7 @@ if(GYRE_BUILD_TESTS AND GYRE_INSTALL AND GYRE_BUILD_SHARED)
   add_test(NAME install_consumer_test
            COMMAND ${PROJECT_SOURCE_DIR}/tests/install_consumer/run_test.sh
                    ${CMAKE_BINARY_DIR} ${CMAKE_BINARY_DIR}/install_consumer_test
-                   ${CMAKE_CXX_COMPILER} "${CMAKE_CXX_COMPILER_LAUNCHER}" "${GYRE_SANITIZE}")
+                   ${CMAKE_CXX_COMPILER} "${CMAKE_CXX_COMPILER_LAUNCHER}" "${GYRE_SANITIZE}"
+                   ${PROJECT_VERSION})
   set_tests_properties(install_consumer_test PROPERTIES TIMEOUT 240)
 endif()

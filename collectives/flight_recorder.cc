@@ -17,6 +17,7 @@
 
 #include "base/error.h"
 #include "base/options.h"
+#include "base/version.h"
 
 namespace gyre {
 
@@ -250,6 +251,9 @@ std::string FlightRecorder::toJson(const std::string& reason, const std::string&
   const uint64_t issued = next_.load(kRelaxed);
   std::string out = "{\n";
   out += "  \"schema\": \"gyre-flight-recorder\",\n  \"version\": 1,\n";
+  // The gyre that wrote it: dumps of one job from different builds are told apart.
+  out += fmt::format("  \"gyre_version\": {},\n  \"gyre_commit\": {},\n", jsonString(version()),
+                     jsonString(versionCommit()));
   out += fmt::format("  \"rank\": {},\n  \"size\": {},\n  \"comm\": {},\n", rank_, size_,
                      jsonString(comm_));
   out += fmt::format("  \"host\": {},\n  \"pid\": {},\n", jsonString(host),

@@ -27,7 +27,8 @@
 // Threads: issued() from the issuing thread (one at a time, the communicator's rule);
 // started(), live() and finished() from the executing thread (the operation queue's),
 // in issue order; toJson() and dumpTo() from any thread.
-// The dump format is docs/observability.md's "gyre-flight-recorder" schema, version 1.
+// The dump format is docs/observability.md's "gyre-flight-recorder" schema, version 1; each
+// dump also names the gyre that wrote it ("gyre_version", "gyre_commit").
 #pragma once
 
 #include <atomic>

@@ -4,12 +4,16 @@ folder) and the torch extension gyre_torch._C against the torch this Python impo
     pip install --no-build-isolation ./python     # --no-build-isolation: build against
                                                   # *your* torch, not a fresh download
 
+The package's name, licence, dependencies and entry point are in pyproject.toml; its
+version is gyre's, read from project(gyre VERSION ...) in the top-level CMakeLists.txt.
+
 Environment:
   GYRE_CMAKE_BUILD_DIR  where CMake builds gyre (default python/build/gyre-cmake)
   GYRE_CMAKE_ARGS       extra CMake arguments (e.g. -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 """
 import glob
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -29,6 +33,20 @@ except ImportError:  # pragma: no cover - the message is the point
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 TORCH_MAJOR = int(torch.__version__.split(".")[0])
+
+
+def gyre_version():
+    """X.Y.Z of project(gyre VERSION X.Y.Z ...) in the top-level CMakeLists.txt: the one
+    definition, which the C library, its headers and programs use too."""
+    path = os.path.join(REPO, "CMakeLists.txt")
+    with open(path) as f:
+        m = re.search(r"^\s*project\(\s*gyre\s+VERSION\s+(\d+\.\d+\.\d+)\b", f.read(), re.M)
+    if not m:
+        sys.exit(f"gyre_torch: no project(gyre VERSION X.Y.Z ...) in {path}")
+    return m.group(1)
+
+
+VERSION = gyre_version()
 
 
 def cmake_build_dir():
@@ -84,7 +102,9 @@ def extension():
     return CppExtension(
         name="gyre_torch._C",
         sources=sources,
-        include_dirs=[REPO],  # for capi/gyre.h, the only gyre header the extension sees
+        # capi/gyre.h, the only gyre header the extension sees, and the base/version.h
+        # CMake generates for it.
+        include_dirs=[REPO, os.path.join(build, "generated")],
         extra_compile_args=[std, "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
         extra_link_args=link,
     )
@@ -93,7 +113,8 @@ def extension():
 class BuildPyWithTorchVersion(build_py):
     """Writes gyre_torch/_torch_built.py beside the package: the torch the extension is
     compiled against, which gyre_torch/__init__.py checks before it loads _C (an
-    extension built against another torch's C++ ABI aborts the process at import)."""
+    extension built against another torch's C++ ABI aborts the process at import); and
+    gyre_torch/_version.py: gyre's version, gyre_torch.__version__."""
 
     def run(self):
         super().run()
@@ -101,17 +122,20 @@ class BuildPyWithTorchVersion(build_py):
         with open(path, "w") as f:
             f.write(f"# written by setup.py: the torch gyre_torch._C was built against\n"
                     f"TORCH_VERSION = {torch.__version__!r}\n")
+        with open(os.path.join(self.build_lib, "gyre_torch", "_version.py"), "w") as f:
+            f.write(f"# written by setup.py from the top-level CMakeLists.txt's project()\n"
+                    f"__version__ = {VERSION!r}\n")
 
 
+# Only what pyproject.toml's [project] leaves to setup.py (its dynamic "version") and what
+# has no [project] field: a field given in both is an error or ignored, by setuptools version.
 setup(
-    name="gyre_torch",
-    version="0.1.0",
-    description="gyre as a torch.distributed backend: init_process_group(backend='gyre')",
+    version=VERSION,
     packages=["gyre_torch"],
+    # The modules and _C only, not the extension's C++ sources (a [project] table turns
+    # this on by default; here, not in [tool.setuptools], which setuptools 66 calls beta).
+    include_package_data=False,
     ext_modules=[extension()],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=bool(shutil.which("ninja"))),
               "build_py": BuildPyWithTorchVersion},
-    # torch >= 2 loads this entry point itself for backend="gyre": no import needed.
-    entry_points={"torch.distributed.backends": ["gyre = gyre_torch:register"]},
-    python_requires=">=3.9",
 )

@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/timeline.h"
+#include "base/version.h"
 #include "collectives/algorithm_choice.h"
 #include "collectives/point_to_point.h"
 #include "collectives/topology_choice.h"
@@ -42,6 +43,21 @@ void bindToCoreOnce(const HostTopology& topology, int rank) {
   }
   log(LogLevel::kInfo, rank, "GYRE_BIND=core: local rank {} of {} bound to CPU {}", localRank,
       localSize, cpu);
+}
+
+// A job without a secret whose ranks span hosts is open to the network between them
+// (docs/security.md); a job on one host, normally on loopback, gets only noteOpenJob's
+// INFO line (base/secret.h). Said once per process, at its first communicator that spans
+// hosts, and only where this process is that communicator's rank 0: a job's first
+// communicator is normally its world, so the job says it once, not again at every split.
+void warnOpenAcrossHostsOnce(const HostTopology& topology, int rank) {
+  static std::atomic<bool> decided{false};
+  if (topology.hostCount() < 2 || decided.exchange(true) || rank != 0) return;
+  log(LogLevel::kWarn, rank,
+      "the job's ranks span {} hosts and no secret is set (GYRE_TOKEN or GYRE_TOKEN_FILE): "
+      "anyone who can reach its store or its ranks' ports can read and rewrite the store and "
+      "join the job's connections; give every rank the same secret (docs/security.md)",
+      topology.hostCount());
 }
 
 }  // namespace
@@ -122,8 +138,8 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store, int rank, int size,
     tellPeersCreationFailed(e);
     throw;
   }
-  log(LogLevel::kInfo, rank_, "communicator of {} ranks ready ({})", size_,
-      topology_.describe());
+  log(LogLevel::kInfo, rank_, "gyre {} (commit {}): communicator of {} ranks ready ({})",
+      version(), versionCommit(), size_, topology_.describe());
 }
 
 // A rank that fails late in creation (its store gone while others have already gone
@@ -172,6 +188,7 @@ void Communicator::Impl::finishCreation(Join& join) {
     watchForDumpSignal(recorder_.get(), options_.traceDir);
   }
   topology_ = HostTopology::fromHostIds(pipes_.hostIds);
+  if (options_.token.empty()) warnOpenAcrossHostsOnce(topology_, rank_);
   if (options_.bind == CpuBinding::kCore) bindToCoreOnce(topology_, rank_);
   if (options_.algo == AllReduceAlgo::kHierarchical && !topology_.hierarchical()) {
     log(LogLevel::kInfo, rank_, "GYRE_ALGO=hier: {}, running the flat ring instead",

@@ -10,7 +10,7 @@ this package installs (no import needed); torch 1.13 (Debian 12's python3-torch)
 The backend bootstraps through the store torch gives it (the PrefixStore over torch's
 TCPStore or FileStore): gyre opens no port of its own on MASTER_PORT. The group's
 ``timeout`` becomes gyre's operation timeout. GYRE_* variables (docs/configuration.md)
-are read when a group is created.
+are read when a group is created. ``__version__`` is gyre's version (the C library's).
 """
 import datetime
 import os
@@ -18,6 +18,11 @@ import re
 
 import torch
 import torch.distributed as dist
+
+try:
+    from ._version import __version__  # written by setup.py at build time
+except ImportError:  # a source tree on the path, not a build
+    __version__ = "unknown"
 
 
 def _check_torch_version():
@@ -43,7 +48,7 @@ _check_torch_version()
 
 from . import _C  # noqa: E402
 
-__all__ = ["register", "failed_rank", "BACKEND_NAME"]
+__all__ = ["register", "failed_rank", "BACKEND_NAME", "__version__"]
 
 BACKEND_NAME = "gyre"
 

@@ -3,8 +3,13 @@
 major.minor, refuses to load with an ImportError naming both versions and the rebuild
 (without the check, _C built against another torch's C++ ABI aborts the process at
 import: 'terminate called after throwing std::system_error'). Runs against the build on
-PYTHONPATH (python/tests/run_suite.sh)."""
+PYTHONPATH (python/tests/run_suite.sh).
+
+Also: gyre_torch.__version__ is gyre's version, GYRE_PROJECT_VERSION (CMake's
+PROJECT_VERSION, which ctest sets: python/CMakeLists.txt), or, run by hand without it, the
+version of the top-level CMakeLists.txt's project() line."""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -28,7 +33,18 @@ def import_copy(tmp, recorded):
                           env=env, capture_output=True, text=True, timeout=120)
 
 
+def expected_gyre_version():
+    if os.environ.get("GYRE_PROJECT_VERSION"):
+        return os.environ["GYRE_PROJECT_VERSION"]
+    top = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "CMakeLists.txt")
+    with open(top) as f:
+        return re.search(r"project\(\s*gyre\s+VERSION\s+([0-9.]+)", f.read()).group(1)
+
+
 def main():
+    want = expected_gyre_version()
+    assert gyre_torch.__version__ == want, \
+        f"gyre_torch.__version__ is {gyre_torch.__version__!r}, gyre's version is {want!r}"
     assert _torch_built.TORCH_VERSION == torch.__version__, \
         f"the build records torch {_torch_built.TORCH_VERSION}, this is {torch.__version__}"
     major, minor = torch.__version__.split(".")[:2]
@@ -43,7 +59,8 @@ def main():
         # Another patch release or local tag of the same major.minor loads.
         r = import_copy(tmp, f"{major}.{minor}.99+other")
         assert r.returncode == 0 and r.stdout.strip() == "loaded", (r.returncode, r.stderr)
-    print(f"torch_version_check_test: ok (torch {torch.__version__})")
+    print(f"torch_version_check_test: ok (torch {torch.__version__}, "
+          f"gyre_torch {gyre_torch.__version__})")
 
 
 if __name__ == "__main__":

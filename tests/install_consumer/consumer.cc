@@ -1,12 +1,15 @@
 // What a program using an installed gyre does: two ranks (gyre::spawn forks them), an
 // all-reduce checked exactly, an async one, and a bad argument whose gyre::Error is
-// caught here, outside the library (with libgyre.so: the exported typeinfo at work).
-// Prints one line and exits 0 when every check passed.
+// caught here, outside the library (with libgyre.so: the exported typeinfo at work), and
+// the library's version against the installed header's. Prints one line and exits 0 when
+// every check passed.
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "base/error.h"
+#include "base/version.h"
 #include "ring/communicator.h"
 #include "ring/spawn.h"
 
@@ -44,12 +47,19 @@ void ranks(gyre::Communicator& comm) {
 }  // namespace
 
 int main() {
+  static_assert(GYRE_VERSION_CODE == GYRE_VERSION_MAJOR * 10000 + GYRE_VERSION_MINOR * 100 +
+                                         GYRE_VERSION_PATCH);
   try {
+    check(std::strcmp(gyre::version(), GYRE_VERSION_STRING) == 0,
+          std::string("gyre::version() is ") + gyre::version() + ", the header " +
+              GYRE_VERSION_STRING);
+    check(*gyre::versionCommit() != '\0', "gyre::versionCommit() is empty");
     gyre::spawn(2, ranks);
   } catch (const gyre::Error& e) {
     std::fprintf(stderr, "consumer: %s\n", e.what());
     return 1;
   }
-  std::printf("consumer: 2 ranks, allReduce sum and async max exact, bad root rejected\n");
+  std::printf("consumer: gyre %s (commit %s), 2 ranks, allReduce sum and async max exact, bad "
+              "root rejected\n", gyre::version(), gyre::versionCommit());
   return 0;
 }

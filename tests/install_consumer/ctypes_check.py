@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """libgyre_c.so from Python's ctypes, as a binding would use it (run by run_test.sh).
 
-    ctypes_check.py LIB            two ranks: this process starts both as children
+    ctypes_check.py LIB [VERSION]  two ranks: this process starts both as children
     ctypes_check.py LIB --rank R   one rank (rank 0 prints the unique id, rank 1 reads it)
 
-Each rank opens LIB with ctypes.CDLL, checks gyreGetErrorString, joins a 2-rank
+With VERSION ("0.2.0"), gyreGetVersion must return its code (major * 10000 + minor * 100
++ patch) and refuse NULL with gyreInvalidArgument. Each rank opens LIB with ctypes.CDLL, checks gyreGetErrorString, joins a 2-rank
 communicator through gyreGetUniqueId/gyreCommInitRank, all-reduces float32 values whose
 sums are exact, checks that a bad datatype is gyreInvalidArgument with a message, and
 destroys the communicator. Exits 0 and prints one line when every check passed.
@@ -37,7 +38,20 @@ def load(path):
     lib.gyreAllReduce.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
                                   ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
     lib.gyreCommDestroy.argtypes = [ctypes.c_void_p]
+    lib.gyreGetVersion.argtypes = [ctypes.POINTER(ctypes.c_int)]
     return lib
+
+
+def check_version(path, version):
+    lib = load(path)
+    major, minor, patch = (int(x) for x in version.split("."))
+    code = ctypes.c_int(-1)
+    expect(lib.gyreGetVersion(ctypes.byref(code)) == GYRE_SUCCESS, "gyreGetVersion failed")
+    expect(code.value == major * 10000 + minor * 100 + patch,
+           f"gyreGetVersion gave {code.value} for version {version}")
+    expect(lib.gyreGetVersion(None) == GYRE_INVALID_ARGUMENT,
+           "gyreGetVersion(NULL) was not gyreInvalidArgument")
+    return code.value
 
 
 def expect(ok, what):
@@ -84,6 +98,7 @@ def main():
     if len(sys.argv) == 4 and sys.argv[2] == "--rank":
         rank_main(path, int(sys.argv[3]))
         return
+    version = f", gyreGetVersion {check_version(path, sys.argv[2])}" if len(sys.argv) > 2 else ""
     # Bounded: a rank that never hears from its peer fails after GYRE_TIMEOUT seconds.
     env = dict(os.environ, GYRE_TIMEOUT="30")
     me = [sys.executable, os.path.abspath(__file__), path, "--rank"]
@@ -105,8 +120,8 @@ def main():
                 p.kill()
                 p.wait()
     expect(codes == [0, 0], f"ranks exited with {codes} (None: still running, killed)")
-    print("ctypes: libgyre_c.so opened, gyreGetErrorString, 2-rank gyreAllReduce exact, "
-          "bad datatype rejected")
+    print(f"ctypes: libgyre_c.so opened, gyreGetErrorString{version}, 2-rank gyreAllReduce "
+          "exact, bad datatype rejected")
 
 
 if __name__ == "__main__":

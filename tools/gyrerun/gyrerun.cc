@@ -19,6 +19,7 @@
 #include <cstring>
 #include <string>
 
+#include "base/version.h"
 #include "tools/gyrerun/agent_store.h"
 #include "tools/gyrerun/launcher_options.h"
 #include "tools/gyrerun/rank_process.h"
@@ -90,6 +91,10 @@ int main(int argc, char** argv) {
   ParseResult parsed = parseLaunchOptions(argc, argv);
   if (parsed.helpRequested) {
     std::fputs(launcherUsage(), stdout);
+    return 0;
+  }
+  if (parsed.versionRequested) {
+    std::printf("%s\n", gyre::versionLine("gyrerun").c_str());
     return 0;
   }
   if (!parsed.error.empty()) {

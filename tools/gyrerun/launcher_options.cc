@@ -72,6 +72,8 @@ options (--opt VALUE or --opt=VALUE; `-` or `_` inside names):
                           mpirun --bind-to core); with more local ranks than CPUs,
                           neighbours share one: r on the (r * k / nproc)-th
   -h, --help              this text
+  --version               print gyrerun's version and commit (as: gyrerun 0.2.0
+                          (commit 1a2b3c4)) and exit
 
 With several ranks per node and OMP_NUM_THREADS unset, it is set to 1 (torchrun's
 notice is printed). Ranks also get ROLE_RANK, ROLE_WORLD_SIZE, ROLE_NAME,
@@ -217,6 +219,10 @@ ParseResult parseLaunchOptions(int argc, const char* const* argv) {
     }
     if (arg == "-h" || arg == "--help") {
       result.helpRequested = true;
+      return result;
+    }
+    if (arg == "--version") {
+      result.versionRequested = true;
       return result;
     }
     std::string name, value;

@@ -75,6 +75,7 @@ struct LaunchOptions {
 struct ParseResult {
   LaunchOptions options;
   bool helpRequested = false;
+  bool versionRequested = false;  // --version
   std::string error;  // non-empty: the command line is wrong; print it with the usage
 };
 

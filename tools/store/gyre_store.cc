@@ -5,6 +5,7 @@
 //   gyre-store --listen-fd N [--ready-fd M]        serve on an inherited listening socket
 //                                                  (gyrerun binds it: no race for the port)
 //   gyre-store [--host H] --port P [--ready-fd M]  bind H:P itself (H: 127.0.0.1)
+//   gyre-store --version | --help                  print one of them and exit 0
 //
 // Contract: the secret is the job's, read as the ranks read it (GYRE_TOKEN or
 // GYRE_TOKEN_FILE; none: an open store). Once serving it prints nothing; with --ready-fd
@@ -33,6 +34,7 @@
 
 #include "base/error.h"
 #include "base/options.h"
+#include "base/version.h"
 #include "store/tcp_store.h"
 #include "transport/socket.h"
 
@@ -41,14 +43,18 @@ namespace {
 const char kUsage[] =
     "usage: gyre-store --listen-fd N [--ready-fd M]\n"
     "       gyre-store [--host H] --port P [--ready-fd M]\n"
+    "       gyre-store --version | --help\n"
     "Serves a gyre job's bootstrap store until SIGTERM or its parent's death (gyrerun starts\n"
-    "it on node 0). The secret comes from GYRE_TOKEN or GYRE_TOKEN_FILE, as the ranks'.\n";
+    "it on node 0). The secret comes from GYRE_TOKEN or GYRE_TOKEN_FILE, as the ranks'.\n"
+    "--version prints gyre-store's version and commit (\"gyre-store 0.2.0 (commit 1a2b3c4)\").\n";
 
 // The per-call bound of the store's own client connection (serve() returns one); it
 // makes no calls, so the value only has to be sane.
 constexpr std::chrono::seconds kClientTimeout{30};
 
 struct Args {
+  bool help = false;
+  bool version = false;
   int listenFd = -1;
   std::string host = "127.0.0.1";
   int port = -1;
@@ -68,6 +74,10 @@ std::optional<long> number(const char* text, long lo, long hi) {
 std::string parse(int argc, char** argv, Args& a) {
   for (int i = 1; i < argc; ++i) {
     std::string name = argv[i];
+    if (name == "--help" || name == "-h" || name == "--version") {
+      (name == "--version" ? a.version : a.help) = true;
+      return "";
+    }
     std::string value;
     const size_t eq = name.find('=');
     if (eq != std::string::npos) {
@@ -148,6 +158,14 @@ int main(int argc, char** argv) {
   if (!error.empty()) {
     std::fprintf(stderr, "gyre-store: %s\n%s", error.c_str(), kUsage);
     return 2;
+  }
+  if (args.help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (args.version) {
+    std::printf("%s\n", gyre::versionLine("gyre-store").c_str());
+    return 0;
   }
   auto failWith = [&](const std::string& why) {
     if (args.readyFd >= 0) {

@@ -26,6 +26,7 @@
 
 #include "base/error.h"
 #include "base/launch_env.h"
+#include "base/version.h"
 #include "ring/communicator.h"
 #include "store/tcp_store.h"
 #include "tools/train/progress.h"
@@ -81,6 +82,7 @@ constexpr const char* kUsage =
     "                    a plain line every --progress-every seconds (lines), none, or\n"
     "                    auto: bar on a terminal, else lines [auto]\n"
     "  --progress-every S  seconds between progress lines [10]\n"
+    "  --version         print gyre-train's version and commit and exit\n"
     "Under gyrerun --elastic a rank that fails does not end the run: the others go on\n"
     "without it from the step that failed, and gyrerun's restart of it rejoins them\n"
     "(docs/elastic.md).\n";
@@ -122,6 +124,10 @@ Args parseArgs(int argc, char** argv) {
     }
     if (flag == "--help" || flag == "-h") {
       std::fputs(kUsage, stdout);
+      std::exit(0);
+    }
+    if (flag == "--version") {
+      std::printf("%s\n", gyre::versionLine("gyre-train").c_str());
       std::exit(0);
     }
     if (flag == "--resume" || flag == "--eval") {
