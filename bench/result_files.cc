@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "base/version.h"
 
 namespace gyre::bench {
 
@@ -129,6 +130,8 @@ void ResultFiles::finish() {
   out += "  \"schema\": \"gyre-bench-results\",\n  \"version\": 1,\n";
   out += fmt::format("  \"command\": {},\n  \"date\": {},\n  \"host\": {},\n",
                      jsonString(h.command), jsonString(h.date), jsonString(h.host));
+  out += fmt::format("  \"gyre_version\": {},\n  \"gyre_commit\": {},\n",
+                     jsonString(version()), jsonString(versionCommit()));
   out +=
       fmt::format("  \"rank_hosts\": {},\n  \"ranks\": {},\n", jsonStrings(h.rankHosts), h.ranks);
   out += fmt::format("  \"transport\": {},\n  \"algorithm\": {},\n", jsonString(h.transport),
