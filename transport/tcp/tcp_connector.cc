@@ -190,7 +190,7 @@ Handshakes::Handshakes(int listenFd, const TcpPipeEndpoints& ep, Clock::time_poi
   expect_.receiver = ep.self;
   expect_.worldSize = ep.worldSize;
   expect_.flags = ep.encrypt ? Hello::kEncrypt : 0;
-  expect_.channels = static_cast<uint32_t>(ep.channels);
+  expect_.channels = static_cast<uint32_t>(ep.maxChannels());
   for (int peer : ep.recvFrom) {
     const auto channels = static_cast<size_t>(ep.channelsFor(peer));
     conns_.in[peer].resize(channels);
