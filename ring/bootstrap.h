@@ -1,17 +1,22 @@
 // Bootstrap: how the ranks of a new communicator find each other and connect pipes.
 //
-// Every rank listens on one socket, checks in through the join (ring/join.h) with its
-// address, host identity, pid and the settings that must agree, learns its peers', and
-// connects the pipes the algorithms need (for the ring: a send pipe to rank+1 and a
-// receive pipe from rank-1). Collective like communicator creation: every rank must call
-// it with the same arguments. Every wait is the join's: bounded by GYRE_JOIN_TIMEOUT,
-// reporting progress, ending at once on every rank when one fails or dies.
+// Every rank listens on one socket for its links (transport/tcp/tcp_links.h), checks in
+// through the join (ring/join.h) with its address, host identity, pid, the settings that
+// must agree and what each transport offers, learns its peers', plans a transport per
+// peer from the claims alone (ring/transport_plan.h), and runs every registered transport
+// (transport/transport_setup.h, transport/transports.cc) through the same steps: prepare
+// and publish, a "segments" barrier, connect (first the transports whose pipes take no
+// links, then the links form, then the others), a "connected" barrier, finish. The pipes are the ones the algorithms
+// need (for the ring: a send pipe to rank+1 and a receive pipe from rank-1). Collective
+// like communicator creation: every rank must call it with the same arguments. Every
+// wait is the join's: bounded by GYRE_JOIN_TIMEOUT, reporting progress, ending at once on
+// every rank when one fails or dies.
 //
 // It ends at the "connected" barrier: the caller (Communicator::Impl) ends creation with
 // the join's "done" barrier once it has finished with the store (the link probe).
 //
-// Ownership: the returned PipeSet owns its pipes and the tcp progress thread; pipes
-// are destroyed before the thread.
+// Ownership: the returned PipeSet owns its pipes and the transports' setup objects,
+// which hold what pipes share (the tcp progress thread); pipes are destroyed first.
 #pragma once
 
 #include <map>
@@ -21,7 +26,7 @@
 
 #include "base/options.h"
 #include "transport/pipe.h"
-#include "transport/tcp/tcp_progress.h"
+#include "transport/transport_setup.h"
 
 namespace gyre {
 
@@ -44,7 +49,8 @@ struct BootstrapParams {
 };
 
 struct PipeSet {
-  std::unique_ptr<TcpProgress> progress;  // declared first: destroyed after the pipes
+  // Declared first: destroyed after the pipes, which may use what they hold.
+  std::vector<std::unique_ptr<TransportSetup>> transports;
   std::map<int, std::unique_ptr<SendPipe>> send;
   std::map<int, std::unique_ptr<RecvPipe>> recv;
   std::vector<std::string> hostIds;  // by rank

@@ -1,91 +1,117 @@
 #include "ring/transport_plan.h"
 
 #include <algorithm>
-#include <set>
 
 #include "base/error.h"
 
 namespace gyre {
 
-const char* pipeTransportName(PipeTransport t) {
-  switch (t) {
-    case PipeTransport::kShm: return "shm";
-    case PipeTransport::kTcp: return "tcp";
-    case PipeTransport::kRdma: return "rdma";
-  }
-  return "?";
+size_t TransportPlan::count(const std::string& transport) const {
+  return static_cast<size_t>(std::count_if(
+      peers.begin(), peers.end(), [&](const auto& p) { return p.second.transport == transport; }));
 }
 
-size_t TransportPlan::count(PipeTransport t) const {
-  return static_cast<size_t>(std::count_if(peers.begin(), peers.end(),
-                                           [&](const auto& p) { return p.second.transport == t; }));
+PeerClaim peerClaimOf(const Claim& claim) {
+  PeerClaim p;
+  p.rank = claim.rank;
+  p.pid = claim.pid;
+  p.hostId = claim.hostId;
+  p.where = claim.where();
+  p.offers["shm"] = {claim.shm ? "room" : "", ""};
+  p.offers["rdma"] = {claim.rdma, claim.rdmaWhyNot};
+  return p;
+}
+
+void setOffer(Claim* claim, const std::string& transport, const TransportOffer& offer) {
+  if (transport == "shm") {
+    claim->shm = offer.offered();
+  } else if (transport == "rdma") {
+    claim->rdma = offer.what;
+    claim->rdmaWhyNot = offer.whyNot;
+  } else if (offer.offered() || !offer.whyNot.empty()) {
+    fail(ErrorCode::kInternal, "the check-in has no place for transport {}'s offer", transport);
+  }
 }
 
 namespace {
 
-PeerPlan planPeer(const Claim& me, const Claim& peer, TransportKind transport) {
-  const bool sameHost = me.hostId == peer.hostId;
-  if (transport == TransportKind::kTcp) return {PipeTransport::kTcp, "GYRE_TRANSPORT=tcp"};
-  if (transport == TransportKind::kRdma) {
-    if (me.rdma.empty()) {
-      fail(ErrorCode::kInvalidArgument,
-           "rank {}: GYRE_TRANSPORT=rdma, but this rank has no usable RDMA device: {} (check "
-           "GYRE_IB_HCA and GYRE_IB_GID_INDEX, or use GYRE_TRANSPORT=auto or tcp)",
-           me.rank, me.rdmaWhyNot);
-    }
-    if (peer.rdma.empty()) {
-      fail(ErrorCode::kInvalidArgument,
-           "rank {}: GYRE_TRANSPORT=rdma, but peer rank {} ({}) has no usable RDMA device: {}",
-           me.rank, peer.rank, peer.where(), peer.rdmaWhyNot);
-    }
-    return {PipeTransport::kRdma, "GYRE_TRANSPORT=rdma, " + me.rdma + " -> " + peer.rdma +
-                                      " on rank " + std::to_string(peer.rank)};
+PeerPlan planPeer(const TransportList& transports, const PeerClaim& me, const PeerClaim& peer,
+                  TransportKind kind) {
+  const std::string forced = kind == TransportKind::kAuto ? "" : transportName(kind);
+  const TransportSetup& fallback = *transports.back();
+  for (const auto& t : transports) {
+    const bool named = forced == t->name();
+    if (!forced.empty() && !named && t.get() != &fallback) continue;
+    PeerFit fit = t->canConnect(me, peer, named);
+    if (fit.verdict == PeerFit::kYes) return {t->name(), std::move(fit.reason)};
+    if (fit.verdict == PeerFit::kNo) return {fallback.name(), std::move(fit.reason)};
   }
-  if (sameHost) {
-    if (me.shm && peer.shm) return {PipeTransport::kShm, "same host"};
-    const Claim& full = me.shm ? peer : me;
-    return {PipeTransport::kTcp,
-            fmt::format("same host, but /dev/shm has no room on rank {}", full.rank)};
-  }
-  if (transport == TransportKind::kShm) {
-    fail(ErrorCode::kInvalidArgument,
-         "rank {}: GYRE_TRANSPORT=shm, but peer rank {} is on another host ({} vs {})", me.rank,
-         peer.rank, peer.hostId, me.hostId);
-  }
-  if (me.rdma.empty()) return {PipeTransport::kTcp, "this rank has no RDMA device: " + me.rdmaWhyNot};
-  if (peer.rdma.empty()) {
-    return {PipeTransport::kTcp, fmt::format("peer rank {} has no RDMA device", peer.rank)};
-  }
-  return {PipeTransport::kRdma,
-          fmt::format("another host, {} -> {} on rank {}", me.rdma, peer.rdma, peer.rank)};
+  fail(ErrorCode::kInternal, "rank {}: no transport connects it to rank {}", me.rank, peer.rank);
 }
 
-// planPeer's rules over every pair of ranks, in one pass over the claims: a pair meets
-// over shm when it shares a host and both have room, over rdma (auto) when it spans two
-// hosts and both have a device.
-bool allPairsTcp(const std::vector<Claim>& claims, TransportKind transport) {
-  if (claims.size() < 2) return false;  // no pipes at all
-  if (transport == TransportKind::kTcp) return true;
-  if (transport == TransportKind::kRdma) return false;
-  std::set<std::string> withRoom, withDevice;
-  for (const Claim& c : claims) {
-    if (c.shm && !withRoom.insert(c.hostId).second) return false;  // a second on this host
-    if (!c.rdma.empty()) withDevice.insert(c.hostId);
+// Ranks alike for every transport's canConnect() (one host identity, the same offers):
+// the pairs of ranks are the pairs of these groups, so judging every pair of the
+// communicator costs the square of the groups (about the hosts), not of the ranks.
+struct Group {
+  const PeerClaim* claim;
+  size_t ranks = 0;
+};
+
+std::vector<Group> groupsOf(const std::vector<PeerClaim>& claims) {
+  std::map<std::string, size_t> index;
+  std::vector<Group> groups;
+  for (const PeerClaim& c : claims) {
+    std::string key = c.hostId;
+    for (const auto& [name, o] : c.offers) key += "\n" + name + "\n" + o.what + "\n" + o.whyNot;
+    auto [it, fresh] = index.emplace(key, groups.size());
+    if (fresh) groups.push_back({&c, 0});
+    ++groups[it->second].ranks;
   }
-  return transport == TransportKind::kShm || withDevice.size() < 2;
+  return groups;
+}
+
+// Whether every pair of ranks (with `withItself`, each rank with itself too) would meet
+// over `name`; a pair the setting refuses (an error) counts as not.
+bool everyPairUses(const TransportList& transports, const std::vector<Group>& groups,
+                   TransportKind kind, const std::string& name, bool withItself) {
+  for (size_t a = 0; a < groups.size(); ++a) {
+    for (size_t b = a; b < groups.size(); ++b) {
+      if (a == b && !withItself && groups[a].ranks < 2) continue;
+      try {
+        if (planPeer(transports, *groups[a].claim, *groups[b].claim, kind).transport != name) {
+          return false;
+        }
+      } catch (const Error&) {
+        return false;
+      }
+    }
+  }
+  return true;
 }
 
 }  // namespace
 
+TransportPlan planTransports(const TransportList& transports, const std::vector<Claim>& claims,
+                             int rank, const std::vector<int>& peers, TransportKind transport) {
+  std::vector<PeerClaim> view;
+  view.reserve(claims.size());
+  for (const Claim& c : claims) view.push_back(peerClaimOf(c));
+  TransportPlan plan;
+  const PeerClaim& me = view.at(static_cast<size_t>(rank));
+  for (int peer : peers) {
+    plan.peers[peer] = planPeer(transports, me, view.at(static_cast<size_t>(peer)), transport);
+  }
+  const std::vector<Group> groups = groupsOf(view);
+  // A rank with itself counts: one rank alone is "all shm" when it could be.
+  plan.allShm = everyPairUses(transports, groups, transport, "shm", true);
+  plan.allTcp = claims.size() >= 2 &&
+                everyPairUses(transports, groups, transport, transports.back()->name(), false);
+  return plan;
+}
+
 TransportPlan planTransports(const std::vector<Claim>& claims, int rank,
                              const std::vector<int>& peers, TransportKind transport) {
-  TransportPlan plan;
-  const Claim& me = claims.at(static_cast<size_t>(rank));
-  for (int peer : peers) plan.peers[peer] = planPeer(me, claims.at(static_cast<size_t>(peer)), transport);
-  plan.allShm = transport == TransportKind::kAuto || transport == TransportKind::kShm;
-  for (const Claim& c : claims) plan.allShm = plan.allShm && c.shm && c.hostId == me.hostId;
-  plan.allTcp = allPairsTcp(claims, transport);
-  return plan;
+  return planTransports(registeredTransports(), claims, rank, peers, transport);
 }
 
 }  // namespace gyre

@@ -1,6 +1,7 @@
 // The transport of every pipe as a pure function of the claims (ring/transport_plan.h):
-// both ends of a pipe compute it on their own and must agree, and the reason names what
-// was really chosen (a full /dev/shm says tcp, not shm).
+// both ends of a pipe compute it on their own and must agree, the reason names what was
+// really chosen (a full /dev/shm says tcp, not shm), and the registered transports are
+// asked in their order (transport/transport_setup.h).
 #include "ring/transport_plan.h"
 
 #include <gtest/gtest.h>
@@ -52,11 +53,11 @@ void expectBothEndsAgree(const std::vector<Claim>& claims, TransportKind kind) {
 TEST(TransportPlan, AutoGivesShmOnTheHostAndRdmaAcrossWhenBothEndsHaveADevice) {
   const auto claims = twoHosts();
   TransportPlan p = planTransports(claims, 0, othersOf(0), TransportKind::kAuto);
-  EXPECT_EQ(p.peers.at(1).transport, PipeTransport::kShm);
+  EXPECT_EQ(p.peers.at(1).transport, "shm");
   EXPECT_EQ(p.peers.at(1).reason, "same host");
-  EXPECT_EQ(p.peers.at(2).transport, PipeTransport::kRdma);
+  EXPECT_EQ(p.peers.at(2).transport, "rdma");
   EXPECT_EQ(p.peers.at(2).reason, "another host, rxe0 A -> rxe0 B on rank 2");
-  EXPECT_EQ(p.count(PipeTransport::kRdma), 2u);
+  EXPECT_EQ(p.count("rdma"), 2u);
   EXPECT_FALSE(p.allShm);
   expectBothEndsAgree(claims, TransportKind::kAuto);
 }
@@ -66,11 +67,11 @@ TEST(TransportPlan, AutoFallsBackToTcpNamingTheEndWithoutADevice) {
   claims[3].rdma = "";
   claims[3].rdmaWhyNot = "no RDMA devices";
   TransportPlan p = planTransports(claims, 0, othersOf(0), TransportKind::kAuto);
-  EXPECT_EQ(p.peers.at(2).transport, PipeTransport::kRdma);
-  EXPECT_EQ(p.peers.at(3).transport, PipeTransport::kTcp);
+  EXPECT_EQ(p.peers.at(2).transport, "rdma");
+  EXPECT_EQ(p.peers.at(3).transport, "tcp");
   EXPECT_EQ(p.peers.at(3).reason, "peer rank 3 has no RDMA device");
   TransportPlan q = planTransports(claims, 3, othersOf(3), TransportKind::kAuto);
-  EXPECT_EQ(q.peers.at(0).transport, PipeTransport::kTcp);
+  EXPECT_EQ(q.peers.at(0).transport, "tcp");
   EXPECT_EQ(q.peers.at(0).reason, "this rank has no RDMA device: no RDMA devices");
   expectBothEndsAgree(claims, TransportKind::kAuto);
 }
@@ -79,10 +80,10 @@ TEST(TransportPlan, AFullDevShmOnEitherEndGivesTcpAndSaysSo) {
   auto claims = twoHosts();
   claims[1].shm = false;
   TransportPlan p = planTransports(claims, 0, othersOf(0), TransportKind::kAuto);
-  EXPECT_EQ(p.peers.at(1).transport, PipeTransport::kTcp);
+  EXPECT_EQ(p.peers.at(1).transport, "tcp");
   EXPECT_EQ(p.peers.at(1).reason, "same host, but /dev/shm has no room on rank 1");
   TransportPlan q = planTransports(claims, 1, othersOf(1), TransportKind::kAuto);
-  EXPECT_EQ(q.peers.at(0).transport, PipeTransport::kTcp);
+  EXPECT_EQ(q.peers.at(0).transport, "tcp");
   EXPECT_EQ(q.peers.at(0).reason, "same host, but /dev/shm has no room on rank 1");
   expectBothEndsAgree(claims, TransportKind::kAuto);
 }
@@ -103,7 +104,7 @@ TEST(TransportPlan, AllShmOnlyWhenEveryRankIsOnOneHostWithRoom) {
 TEST(TransportPlan, TcpEverywhereWhenAsked) {
   TransportPlan p = planTransports(twoHosts(), 1, othersOf(1), TransportKind::kTcp);
   for (const auto& [peer, choice] : p.peers) {
-    EXPECT_EQ(choice.transport, PipeTransport::kTcp) << peer;
+    EXPECT_EQ(choice.transport, "tcp") << peer;
     EXPECT_EQ(choice.reason, "GYRE_TRANSPORT=tcp");
   }
 }
@@ -111,8 +112,8 @@ TEST(TransportPlan, TcpEverywhereWhenAsked) {
 TEST(TransportPlan, ForcedRdmaCoversTheHostTooAndFailsNamingTheRankWithoutADevice) {
   auto claims = twoHosts();
   TransportPlan p = planTransports(claims, 0, othersOf(0), TransportKind::kRdma);
-  EXPECT_EQ(p.peers.at(1).transport, PipeTransport::kRdma);
-  EXPECT_EQ(p.peers.at(3).transport, PipeTransport::kRdma);
+  EXPECT_EQ(p.peers.at(1).transport, "rdma");
+  EXPECT_EQ(p.peers.at(3).transport, "rdma");
   claims[2].rdma = "";
   claims[2].rdmaWhyNot = "GYRE_IB_HCA=mlx5 matches no device";
   Error e = expectError([&] { planTransports(claims, 0, othersOf(0), TransportKind::kRdma); });
@@ -145,6 +146,46 @@ TEST(TransportPlan, TheClaimCarriesTheDeviceAndWhyNotOnOneLineEach) {
   EXPECT_TRUE(back.shm);
 }
 
+// A transport the plan has never heard of, for the test below: it carries every pair on
+// host "a" and leaves the rest to the transports after it.
+class HostATransport final : public TransportSetup {
+ public:
+  const char* name() const override { return "host-a"; }
+  TransportOffer offer(const SetupEnv&) override { return {}; }
+  PeerFit canConnect(const PeerClaim& mine, const PeerClaim& peer, bool) const override {
+    if (mine.hostId == "a" && peer.hostId == "a") return {PeerFit::kYes, "both on a"};
+    return {PeerFit::kPass, ""};
+  }
+  int linksPerPipe(const Options&) const override { return 0; }
+  void prepare(SetupEnv&, const std::vector<int>&, const std::vector<int>&) override {}
+  PipePair connect(SetupEnv&, int, PeerLinks) override { return {}; }
+};
+
+TEST(TransportPlan, ARegisteredTransportIsAskedInItsPlaceInThePreferenceOrder) {
+  TransportList first = registeredTransports();
+  first.insert(first.begin(), std::make_unique<HostATransport>());
+  TransportPlan p = planTransports(first, twoHosts(), 0, othersOf(0), TransportKind::kAuto);
+  EXPECT_EQ(p.peers.at(1).transport, "host-a");
+  EXPECT_EQ(p.peers.at(1).reason, "both on a");
+  EXPECT_EQ(p.peers.at(2).transport, "rdma");  // passed on to the others
+  EXPECT_FALSE(p.allShm);
+  EXPECT_FALSE(p.allTcp);
+
+  TransportList after = registeredTransports();
+  after.insert(after.end() - 1, std::make_unique<HostATransport>());  // before tcp only
+  TransportPlan q = planTransports(after, twoHosts(), 0, othersOf(0), TransportKind::kAuto);
+  EXPECT_EQ(q.peers.at(1).transport, "shm");  // shm, earlier, said yes
+  // GYRE_TRANSPORT=tcp asks only the last.
+  TransportPlan t = planTransports(first, twoHosts(), 0, othersOf(0), TransportKind::kTcp);
+  EXPECT_EQ(t.count("tcp"), 3u);
+}
+
+TEST(TransportPlan, OneRankAloneIsAllShmWhenItCouldBe) {
+  EXPECT_TRUE(planTransports({claim(0, "a", true)}, 0, {}, TransportKind::kAuto).allShm);
+  EXPECT_FALSE(planTransports({claim(0, "a", false)}, 0, {}, TransportKind::kAuto).allShm);
+  EXPECT_FALSE(planTransports({claim(0, "a", true)}, 0, {}, TransportKind::kTcp).allShm);
+}
+
 // allTcp against the pairs themselves: for every way of placing 4 ranks on up to 3 hosts,
 // with or without room in /dev/shm and an RDMA device each, and every GYRE_TRANSPORT,
 // each rank's allTcp is true exactly when every pipe of every rank is tcp.
@@ -168,7 +209,7 @@ TEST(TransportPlan, AllTcpIsTrueExactlyWhenEveryPairMeetsOverTcp) {
         }
         bool everyPipeTcp = true;
         for (const TransportPlan& p : plans) {
-          everyPipeTcp = everyPipeTcp && p.count(PipeTransport::kTcp) == 3;
+          everyPipeTcp = everyPipeTcp && p.count("tcp") == 3;
         }
         for (int r = 0; r < 4; ++r) {
           EXPECT_EQ(plans[static_cast<size_t>(r)].allTcp, everyPipeTcp)

@@ -21,8 +21,8 @@
 // address. Thread-safe (no shared state).
 #pragma once
 
+#include <algorithm>
 #include <map>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -41,9 +41,17 @@ struct TcpPipeEndpoints {
   std::map<int, SocketAddress> sendTo;  // peer rank -> its listener
   std::vector<int> recvFrom;            // peer ranks that connect to us
   int channels = 1;                     // connections per directed pipe (GYRE_NSOCKS)
-  std::set<int> oneChannel;             // peers whose pipes take one connection (rdma)
+  std::map<int, int> channelsOf;        // peers whose pipes take another number (rdma: 1)
 
-  int channelsFor(int peer) const { return oneChannel.count(peer) ? 1 : channels; }
+  int channelsFor(int peer) const {
+    auto it = channelsOf.find(peer);
+    return it == channelsOf.end() ? channels : it->second;
+  }
+  int maxChannels() const {
+    int most = channels;
+    for (const auto& [peer, n] : channelsOf) most = std::max(most, n);
+    return most;
+  }
 };
 
 struct TcpConnections {
