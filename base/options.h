@@ -88,20 +88,18 @@ struct GYRE_API Options {
   // debugging). The spelling is checked here; whether this CPU runs it, by
   // host_kernels/reduce.cc, which the communicator asks at creation.
   std::string reduceIsa;
-  // GYRE_SPIN_US: how long a waiter polls (yielding its core between polls) before it
-  // sleeps. Measured with 4 ranks on 2 cores, shm, 8-byte all-reduce: a pause-based
-  // spin of 20 us took latency from 164 us (no spin) to 375 us, because the spinner
-  // held the core its peer needed; yielding instead gives 11 us at 20 us of spin and
-  // 20 us with none (the sleep/wake-up costs more than the yield). A thread whose yield
-  // came back late stops spinning for a while (transport/doorbell.cc, spinPause).
+  // GYRE_SPIN_US: how long a waiter polls, yielding its core between polls, before it
+  // sleeps: a yield is cheaper than a sleep and wake-up, and with more ranks than cores it
+  // lets the awaited rank run (transport/spin_pause.h says why and when it backs off;
+  // docs/benchmarks.md has the figures).
   std::chrono::microseconds spin{20};
   // GYRE_SYNC_PRIORITY=auto|realtime|nice|normal: the scheduling of GradSync's all-reduce
   // worker. auto: SCHED_FIFO priority 1 where the process may (root, CAP_SYS_NICE or
   // RLIMIT_RTPRIO), else nice -10 where it may, else unchanged. With more ranks than
-  // cores the worker must preempt backward compute at once to overlap with it; measured
-  // (gyre-train, 4 ranks on 2 cores): hidden fraction 0.29 with nice -10, 0.69-0.73 with
-  // SCHED_FIFO, and 47-50K -> 52K samples/s. Its waits sleep after GYRE_SPIN_US, so it
-  // never holds a core for long; the kernel's RT throttling bounds it besides.
+  // cores the worker must preempt backward compute at once to overlap with it
+  // (docs/training.md, "GradSync and DistributedSampler"). Its waits sleep after
+  // GYRE_SPIN_US, so it never holds a core for long; the kernel's RT throttling bounds it
+  // besides.
   ThreadPriority syncPriority = ThreadPriority::kAuto;
   // GYRE_BIND=none|core: core moves this process, all its threads, onto one of the CPUs
   // it may use, by its index among its host's ranks, when its first communicator is
@@ -123,15 +121,13 @@ struct GYRE_API Options {
   // call must fit to travel as one slice whatever the pipes (recursive doubling's test).
   size_t smallestSlotBytes() const { return slotBytes ? slotBytes : kSlotBytes; }
 
-  // The default slot. 128 KiB measured best of 64K..2M for shm (4 ranks, 2 cores: 5.0 vs
-  // 4.0 GB/s busbw at 64 MiB with 512K): a pipe's K slots stay in the L2 cache while the
-  // neighbour consumes them.
+  // The default slot: a pipe's K slots of 128 KiB stay in the L2 cache while the
+  // neighbour consumes them (docs/DESIGN.md, "The pipe of slots").
   static constexpr size_t kSlotBytes = 128 * 1024;
-  // Where every pipe is tcp. Each tcp slice is a wake-up of the receiving thread: on a
-  // 2 Gbit/s link beside two busy processes 512 KiB lost 0.8 points of the link (mean of
-  // 4-64 MiB) where 128 KiB lost 1.3, and it cost nothing quiet, at 64 KiB-2 MiB, or on
-  // loopback (bench/results/peers_netns_4x1_2gbit_fair/). Not where
-  // some pipes are shm or rdma: those would then cut 512 KiB slices too.
+  // Where every pipe is tcp: each tcp slice wakes the receiving thread, and fewer wake-ups
+  // keep a link full beside busy cores (docs/benchmarks.md's slots table, from
+  // bench/results/peers_netns_4x1_2gbit_fair/). Not where some pipes are shm or rdma:
+  // those would then cut 512 KiB slices too.
   static constexpr size_t kTcpSlotBytes = 512 * 1024;
 
   static Options fromEnvironment();

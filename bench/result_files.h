@@ -60,7 +60,7 @@ struct RunHeader {
   bool check = true;
 };
 
-// The current UTC time as 2026-12-01T22:30:00Z.
+// The current UTC time as YYYY-MM-DDTHH:MM:SSZ.
 std::string utcNow();
 
 class ResultFiles {

@@ -7,11 +7,12 @@
 # file or directory" instead of waiting for a reviewer. The order (docs/DESIGN.md):
 #
 #   base <- transport <- store
-#   base <- host_kernels
+#   base <- host_kernels;  base <- cuda_kernels (the device reduction, nvcc)
 #   transport, host_kernels <- collectives
 #   collectives, store <- ring (the communicator; what gyre::gyre is)
 #   collectives <- sim (the simulator, beside ring; with Boost.Context)
-#   ring <- ddp, capi, ring/cuda;  base <- cuda_kernels
+#   ring <- ddp;  ring <- c (the C API: folder capi/, target gyre_c)
+#   ring, cuda_kernels <- cuda (folder cuda/: all-reduce on device buffers)
 #
 # Usage: gyre_layer(NAME FOLDERS f1 [f2...] BELOW l1 [l2...] SOURCES s1 [s2...])
 #   FOLDERS: the source folders this layer owns; BELOW: the layers it may use (their

@@ -10,16 +10,17 @@
 // comparable between processes of one host; a dump carries a monotonic/realtime pair to
 // put hosts on one clock) and the bytes it had sent and received.
 //
-// Cost: capacity 0 (GYRE_TRACE_BUFFER=0) turns every call into one branch. Otherwise
-// issued(), started() and finished() are a time-stamp counter read (rdtsc, ~10 ns, where
-// clock_gettime took ~50 ns on this VM; converted to CLOCK_MONOTONIC ns at dump time
-// from two (counter, clock) pairs, the construction's and the dump's; other CPUs read
-// the clock) and a few atomic stores (plain moves on x86)
-// into a slot allocated at construction (no allocation, no lock per operation); the
-// bytes moved are published by the stall inspector per slice through live(). A dump
-// (toJson(), dumpTo()) allocates and may run on any thread at any time: every field it
-// reads is atomic, and an entry is re-read if its record number changed while it was
-// read, so a dump never shows a mix of two operations (it may show one a moment old).
+// Cost (docs/observability.md, "Measured cost"): capacity 0 (GYRE_TRACE_BUFFER=0) turns
+// every call into one branch. Otherwise issued(), started() and finished() are a
+// time-stamp counter read (rdtsc, cheaper than clock_gettime, which a VM's clock source
+// can make several times slower; converted to CLOCK_MONOTONIC ns at dump time from two
+// (counter, clock) pairs, the construction's and the dump's; other CPUs read the clock)
+// and a few atomic stores (plain moves on x86) into a slot allocated at construction (no
+// allocation, no lock per operation); the bytes moved are published by the stall
+// inspector per slice through live(). A dump (toJson(), dumpTo()) allocates and may run
+// on any thread at any time: every field it reads is atomic, and an entry is re-read if
+// its record number changed while it was read, so a dump never shows a mix of two
+// operations (it may show one a moment old).
 //
 // With more than N operations queued at once (async calls), the oldest queued ones lose
 // their entries before they start (their started()/finished() find the slot taken).

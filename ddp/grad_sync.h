@@ -41,8 +41,7 @@
 // communicator must outlive the GradSync. The worker raises its scheduling priority as
 // the communicator's Options.syncPriority says (GYRE_SYNC_PRIORITY; by default SCHED_FIFO
 // where permitted, else nice -10): with more ranks than cores it must preempt backward
-// compute to overlap with it (4 ranks on 2 cores, gyre-train: hidden fraction of the
-// all-reduce time 0.03 at the default priority, 0.29 at nice -10, 0.69-0.73 at SCHED_FIFO).
+// compute to overlap with it (docs/training.md has the hidden fractions).
 // workerPriority() says what it got.
 #pragma once
 

@@ -61,7 +61,7 @@ struct NetworkModel {
   double hostMemBytesPerUs = 0;  // a host's memory bus, shared by its ranks; 0: unlimited
   double sliceOverheadUs = 1;    // CPU per slice at each end
   // The receiver's reduction or copy out of a slot: the shm table's 3.5 GB/s (a one-host
-  // ring then predicts what collectives/algorithm_choice.cc's table measured here).
+  // ring then predicts what collectives/algorithm_choice.cc's measured table holds).
   double cpuBytesPerUs = 3500;
 
   static constexpr double kFrameOverhead = 40;  // gyre's frame header + tag per slice

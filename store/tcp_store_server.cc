@@ -115,8 +115,8 @@ class TcpStoreServer::Loop {
     std::optional<StoreAuthHello> authHello;  // its authentication hello, once read
     Nonce nonce{};                            // ours, in the challenge
     bool authenticated = false;               // may send requests
-    bool closeWhenFlushed = false;
-    bool ended = false;  // it closed its side; closed here once its input is handled  // its hello was refused; tell it why, then close
+    bool closeWhenFlushed = false;  // its hello was refused; tell it why, then close
+    bool ended = false;  // it closed its side; closed here once its input is handled
     std::vector<uint8_t> in;
     std::vector<uint8_t> out;
     size_t outSent = 0;

@@ -5,10 +5,10 @@
 # same links (one NIC a host, the tbf's rate and burst) running gyre-bench's own sequence
 # of calls (--as-bench 3 -n 6 -w 1: the buckets carried from call to call).
 # tools/sim_validate.py fails when a prediction is more than 10% from the faster of two
-# measured runs. The sizes are the link-bound ones, where the
-# model's terms are the link's and not a 2-core host's scheduling (docs/simulator.md,
-# "Validation", summarises the wider comparison). Not 2 MiB: the tree there runs 5-9%
-# slower than the model even unloaded, over 10% when the suite has just loaded the host.
+# measured runs. The sizes are the link-bound ones, where the model's terms are the
+# link's and not the host's scheduling (docs/simulator.md, "Validation", has the wider
+# comparison). Not 2 MiB: the tree there runs slower than the model, since a link is one
+# FIFO in the model (docs/simulator.md, "Limits"), by over 10% on a loaded host.
 # Usage: sim_validation_test.sh BUILD_DIR SOURCE_DIR. Root only (exit 77 otherwise).
 set -euo pipefail
 build=$1

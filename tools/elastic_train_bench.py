@@ -4,7 +4,7 @@
     tools/elastic_train_bench.py [--build build] [--ranks 4] [--epochs 5] [--kills 6]
                                  [--max-samples 0] [--markdown]
 
-Runs, in one go on this machine: gyre-train without --elastic, with --elastic and no
+Runs, in one go on one host: gyre-train without --elastic, with --elastic and no
 failure, then `--kills` runs that SIGKILL one rank (local ranks in turn) while epoch 1 runs,
 at 10%, 50% and 90% of it in turn (from rank 0's progress lines). For every kill it takes,
 from stderr lines timestamped as they arrive:

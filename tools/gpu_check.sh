@@ -3,16 +3,15 @@
 # The whole GPU check (device kernels, collectives on device buffers) in one
 # short run on a machine with an NVIDIA GPU; prints a summary table last.
 #
-#   tools/gpu_check.sh --prepare   on a machine with nvcc (no GPU needed, e.g. the CPU
-#                                  dev machine): builds build-gpu/ (Release, sm_90, no
-#                                  verbs) and packs the programs the run needs, with
-#                                  libfmt, into build-gpu/pack (a few MiB)
+#   tools/gpu_check.sh --prepare   on a machine with nvcc (no GPU needed): builds
+#                                  build-gpu/ (Release, sm_90, no verbs) and packs the
+#                                  programs the run needs, with libfmt, into
+#                                  build-gpu/pack (a few MiB)
 #   tools/gpu_check.sh             on the GPU machine: runs build-gpu/pack's programs when
 #                                  they start there, else builds in /tmp/gyre-gpu-build
 #                                  (needs cmake, ninja, fmt, GTest, Google Benchmark)
 #
-# From a session with the device tool, after --prepare here:
-#   run(command="tools/gpu_check.sh", carry=["build-gpu/pack"], timeout_s=560)
+# Copy the tree with build-gpu/pack to the GPU machine and run tools/gpu_check.sh there.
 # Steps, each in its own process group with a time limit (a hung step is killed, group
 # and all, and the next step runs):
 #   env            GPU, driver, toolkit, torch
@@ -29,7 +28,7 @@
 #   device_hostfn  the device all-reduce with the host-function release (fallback path)
 # The whole run stays within GPU_CHECK_BUDGET seconds (default 450); steps that no
 # longer fit are reported as skipped. Full output: $OUT/gpu_check.log and the table in
-# $OUT/summary.txt ($OUT set by the device tool; else /tmp/gyre-gpu-check).
+# $OUT/summary.txt (OUT from the environment; else /tmp/gyre-gpu-check).
 # Exit status: 0 when every step ran clean and every target was met.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)

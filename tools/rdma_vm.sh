@@ -20,7 +20,7 @@
 #   RDMA_VM_CACHE   image cache dir               (default /var/tmp/gyre-rdma-vm)
 #   RDMA_VM_MEM     guest memory in MiB           (default 2048)
 #   RDMA_VM_SMP     guest vCPUs                   (default 2)
-#   RDMA_VM_ACCEL   tcg | kvm                     (default tcg; kvm here is PVM and cannot boot a stock kernel)
+#   RDMA_VM_ACCEL   tcg | kvm                     (default tcg; kvm where KVM boots a stock kernel: not PVM)
 #   RDMA_VM_TIMEOUT seconds for the whole VM run  (default 1800)
 #   RDMA_VM_TOPO    single | pair | none          (default pair)
 #       single: rxe0 on a dummy netdev 'rdma0' (192.168.77.1); QPs loop back inside rxe0

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A throwaway one-node Slurm cluster on this machine (real slurmctld + slurmd, Debian 12's
+# A throwaway one-node Slurm cluster on the local host (real slurmctld + slurmd, Debian 12's
 # slurm-wlm 22.05), for the launcher tests (tests/launchers_test.cc) and for trying gyre
 # under srun by hand. Root only; no systemd, nothing outside DIR.
 #
@@ -9,7 +9,7 @@
 #
 # Knobs: SLURM_LOCAL_CTLD_PORT / SLURM_LOCAL_SLURMD_PORT (6817 / 6818; the test picks free
 # ones), SLURM_LOCAL_CPUS (advertised CPUs, default max(nproc, 8): with
-# SlurmdParameters=config_overrides srun -n 4 runs on a 2-core machine instead of queueing
+# SlurmdParameters=config_overrides srun -n 4 runs on a 2-CPU host instead of queueing
 # forever). Authentication is auth/none (still in 22.05), so no munge key is needed.
 # The node is named after this host (`hostname -s`), which must resolve: SLURM_*NODELIST
 # then names a host that gyre can reach rank 0 at.

@@ -18,13 +18,11 @@
 // - a late yield within kRearm of a backoff's end means the contender is still there: the
 //   next backoff starts at once (so a CPU hog that stays costs one late yield a backoff,
 //   not kLatesToBackOff).
-// A single late yield is not enough: system daemons and the hypervisor take a core for a
-// few milliseconds a few times a second on a quiet machine (measured on this project's
-// 2-core VM: 5-7 late yields a second per spinning process, 4 processes on 2 cores, and a
-// burst of 3 within 50 ms about once in 10 s), while a CPU-bound process beside makes
-// every few yields late (about 250 a second). Backing off at the first late yield kept a
-// quiet 4-rank shm job sleeping nearly all the time (8 B all-reduce 34-38 us instead of
-// 5-8 us; bench/results/spin_backoff/host_summary.txt).
+// A single late yield is not enough: system daemons and a hypervisor take a core for a
+// few milliseconds several times a second on an idle host (a burst of three within
+// kWindow is rare), while a CPU-bound process beside makes every few yields late, hundreds
+// a second. Backing off at the first late yield keeps a quiet job asleep: 4 ranks' 8 B shm
+// all-reduce 34-38 us instead of 5-8 us (bench/results/spin_backoff/host_summary.txt).
 //
 // The state is per thread (each progress or caller thread watches its own core).
 #pragma once

@@ -65,8 +65,8 @@ def kill_tree(proc):
 
 # PyTorch's gloo sometimes aborts a process at exit, after the run is over and its result
 # printed: std::terminate from a thread still running as the process tears down (the
-# Gloo exit crash pytorch/pytorch PR #179291 describes). accelerate_train.py on gloo under
-# torchrun did so in 3 of 17 runs here, and in 1 of 30 with gyre_torch not imported.
+# Gloo exit crash pytorch/pytorch PR #179291 describes), with or without gyre_torch
+# imported.
 GLOO_TEARDOWN_ABORT = "terminate called without an active exception"
 
 

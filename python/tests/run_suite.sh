@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # ctest's torch_backend_<line>: builds gyre_torch against one torch line into OUT and
 # runs its tests there.   run_suite.sh debian|pypi OUT [GYRERUN] [WHAT]
-# WHAT: backend (default: collectives_test + auth_torch_test + flight_recorder_torch_test +
-# shrink_torch_test + torchft_test + ddp_test), dist_suite (torch's own distributed_test.py, the expected-pass list, world 2
+# WHAT: backend (default: torch_version_check_test + store_bridge_test + collectives_test
+# + auth_torch_test + flight_recorder_torch_test + shrink_torch_test + torchft_test +
+# ddp_test), dist_suite (torch's own distributed_test.py, the expected-pass list, world 2
 # and 3), features (ddp_features_test), frameworks (frameworks_test: Lightning and
 # Accelerate against gloo; 77 where they are not installed), version (torch_version_check_test
 # alone: the recorded torch and gyre_torch.__version__ against GYRE_PROJECT_VERSION).
@@ -43,6 +44,7 @@ cd "$out"
 case $what in
   backend)
     "$py" "$here/torch_version_check_test.py"
+    "$py" "$here/store_bridge_test.py"
     "$py" "$here/collectives_test.py" --world 2,3,4
     "$py" "$here/auth_torch_test.py"
     "$py" "$here/flight_recorder_torch_test.py"

@@ -1,4 +1,4 @@
-"""A torchft job on this machine for torchft_test.py and bench/torchft_recovery.py: a
+"""A torchft job on one host for torchft_test.py and bench/torchft_recovery.py: a
 Lighthouse (in this process) and replica groups, each a process running
 python/examples/torchft_train.py, that can be SIGKILLed and restarted. Each group's
 per-step JSON records are collected by a reader thread."""

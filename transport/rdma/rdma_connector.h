@@ -21,7 +21,7 @@ namespace gyre {
 
 class RdmaConnector {
  public:
-  // nullptr, with *whyNot, when this build or this machine has no usable RDMA port.
+  // nullptr, with *whyNot, when this build or this host has no usable RDMA port.
   static std::unique_ptr<RdmaConnector> open(const Options& options, std::string* whyNot);
   ~RdmaConnector();
 

@@ -9,8 +9,8 @@
 // zero-length receives; each write's immediate consumes one and raises a completion,
 // which is what wakes a sleeping receiver. One copy per hop, as with tcp: into staging
 // (or the fused reduce writing there); the NIC then reads it. (Writing the user's
-// buffer directly would need a registration per call: the registration cache of the
-// issue is not done, so postDirect/waitInto are the copying defaults of pipe.cc.)
+// buffer directly would need a registration per call, and there is no registration
+// cache, so postDirect/waitInto are the copying defaults of pipe.cc.)
 //
 // Credits: release() writes the receiver's consumed counter (8 bytes) into the
 // sender's registered credit word with RDMA WRITE WITH IMMEDIATE. The counter is

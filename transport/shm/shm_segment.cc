@@ -189,7 +189,7 @@ ShmSegment ShmSegment::open(const std::string& name, Clock::time_point deadline)
       fail(ErrorCode::kTimeout, "shm segment {} did not appear before the deadline", name);
     }
     // Creation takes microseconds to milliseconds; a 1 ms poll costs nothing measurable
-    // at init and keeps the 2-core machines free for the creator.
+    // at init and leaves a small host's cores free for the creator.
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }

@@ -3,6 +3,7 @@
 #include <torch/extension.h>
 
 #include "gyre_backend.h"
+#include "store_bridge.h"
 
 namespace {
 
@@ -31,6 +32,17 @@ PYBIND11_MODULE(_C, m) {
         py::arg("timeout_ms"), py::arg("route_host"),
         py::call_guard<py::gil_scoped_release>());
   m.attr("torch_version_major") = TORCH_VERSION_MAJOR;
+  // For python/tests/store_bridge_test.py: (gyreResult_t, error text) of one call through
+  // the callbacks gyre bootstraps through (store_bridge.h).
+  m.def(
+      "_call_through_store_bridge",
+      [](const c10::intrusive_ptr<c10d::Store>& store, const std::string& op,
+         const std::string& key) {
+        std::string error;
+        int result = gyre_torch::callThroughBridge(store, op, key, &error);
+        return std::make_pair(result, error);
+      },
+      py::arg("store"), py::arg("op"), py::arg("key"), py::call_guard<py::gil_scoped_release>());
   m.attr("supports_shrinking") = GYRE_TORCH_HAS_SHRINK != 0;
   m.def(
       "failed_rank",

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "torch_compat.h"
+
 namespace gyre_torch {
 namespace {
 
@@ -21,8 +23,8 @@ void copyError(const char* what, char* error, size_t errorSize) {
   error[errorSize - 1] = '\0';
 }
 
-// Runs body; a torch exception becomes a result code and a message. torch's stores say
-// "Timeout" / "timed out" when a wait expired.
+// Runs body; a torch exception becomes a result code (torch_compat.h tells an expired wait
+// from a failed store) and a message.
 template <typename Body>
 gyreResult_t guarded(char* error, size_t errorSize, Body&& body) noexcept {
   try {
@@ -30,10 +32,7 @@ gyreResult_t guarded(char* error, size_t errorSize, Body&& body) noexcept {
     return gyreSuccess;
   } catch (const std::exception& e) {
     copyError(e.what(), error, errorSize);
-    std::string what = e.what();
-    bool timeout = what.find("imeout") != std::string::npos ||
-                   what.find("timed out") != std::string::npos;
-    return timeout ? gyreTimeout : gyreRemoteError;
+    return storeWaitExpired(e) ? gyreTimeout : gyreRemoteError;
   } catch (...) {
     copyError("unknown exception from torch's store", error, errorSize);
     return gyreRemoteError;
@@ -86,15 +85,7 @@ gyreResult_t storeCheck(void* context, const char* const* keys, size_t count, in
 
 void storeRelease(void* context) { delete static_cast<Context*>(context); }
 
-}  // namespace
-
-gyreStore_t makeStoreCallbacks(const c10::intrusive_ptr<c10d::Store>& store) {
-  // torch's FileStore creates its file on the first write, and its check() and get() wait
-  // (up to the store's timeout, 30 min by default) for the file to appear: gyre's join
-  // starts with a check, so on a fresh init_method="file://PATH" every rank would wait
-  // for a file none of them writes. An add of 0 writes nothing but creates the file;
-  // any other store just answers it.
-  store->add("gyre/store-opened", 0);
+gyreStore_t callbacksOf(const c10::intrusive_ptr<c10d::Store>& store) {
   gyreStore_t callbacks{};
   callbacks.context = new Context{store};
   callbacks.set = storeSet;
@@ -104,6 +95,48 @@ gyreStore_t makeStoreCallbacks(const c10::intrusive_ptr<c10d::Store>& store) {
   callbacks.check = storeCheck;
   callbacks.release = storeRelease;
   return callbacks;
+}
+
+}  // namespace
+
+gyreStore_t makeStoreCallbacks(const c10::intrusive_ptr<c10d::Store>& store) {
+  // torch's FileStore creates its file on the first write, and its check() and get() wait
+  // (up to the store's timeout, 30 min by default) for the file to appear: gyre's join
+  // starts with a check, so on a fresh init_method="file://PATH" every rank would wait
+  // for a file none of them writes. An add of 0 writes nothing but creates the file;
+  // any other store just answers it.
+  store->add("gyre/store-opened", 0);
+  return callbacksOf(store);
+}
+
+gyreResult_t callThroughBridge(const c10::intrusive_ptr<c10d::Store>& store,
+                               const std::string& op, const std::string& key,
+                               std::string* error) {
+  gyreStore_t cb = callbacksOf(store);
+  char text[1024] = "";
+  const char* keys[] = {key.c_str()};
+  gyreResult_t result = gyreInvalidArgument;
+  if (op == "set") {
+    result = cb.set(cb.context, key.c_str(), "1", 1, text, sizeof text);
+  } else if (op == "get") {
+    void* value = nullptr;
+    size_t size = 0;
+    result = cb.get(cb.context, key.c_str(), &value, &size, text, sizeof text);
+    std::free(value);
+  } else if (op == "add") {
+    long long sum = 0;
+    result = cb.add(cb.context, key.c_str(), 1, &sum, text, sizeof text);
+  } else if (op == "wait") {
+    result = cb.wait(cb.context, keys, 1, text, sizeof text);
+  } else if (op == "check") {
+    int ready = 0;
+    result = cb.check(cb.context, keys, 1, &ready, text, sizeof text);
+  } else {
+    copyError(("no store call " + op).c_str(), text, sizeof text);
+  }
+  cb.release(cb.context);
+  *error = text;
+  return result;
 }
 
 }  // namespace gyre_torch

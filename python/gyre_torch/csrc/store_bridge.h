@@ -10,10 +10,20 @@
 #include <c10/util/intrusive_ptr.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <string>
+
 #include "capi/gyre.h"
 
 namespace gyre_torch {
 
 gyreStore_t makeStoreCallbacks(const c10::intrusive_ptr<c10d::Store>& store);
+
+// One call through those callbacks, as gyre makes it, for the tests: `op` "set" (value "1"),
+// "get", "add" (delta 1), "wait" or "check" on `key`, without makeStoreCallbacks' first
+// add. Returns the callback's result (gyreTimeout for a wait that expired) and its error
+// text in *error.
+gyreResult_t callThroughBridge(const c10::intrusive_ptr<c10d::Store>& store,
+                               const std::string& op, const std::string& key,
+                               std::string* error);
 
 }  // namespace gyre_torch

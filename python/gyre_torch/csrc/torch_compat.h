@@ -4,9 +4,13 @@
 // csrc/ is written once against the names defined here.
 #pragma once
 
+#include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/version.h>
+
+#include <exception>
+#include <string_view>
 
 #if TORCH_VERSION_MAJOR >= 2
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -53,6 +57,23 @@ inline PreMulFactor preMulFactor(const c10d::ReduceOp& op) {
 #endif
   out.scalar = supplement->double_factor;
   return out;
+}
+
+// Whether an exception from a c10d::Store call means that a wait expired (gyre's
+// gyreTimeout) rather than that the store failed or could not be reached (gyreRemoteError).
+inline bool storeWaitExpired(const std::exception& e) {
+#if TORCH_VERSION_MAJOR >= 2
+  // TCPStore and HashStore (and a PrefixStore over them) throw DistStoreError when a wait
+  // expires, DistNetworkError when the connection fails.
+  if (dynamic_cast<const c10::DistNetworkError*>(&e) != nullptr) return false;
+  if (dynamic_cast<const c10::DistStoreError*>(&e) != nullptr) return true;
+  // Neither: FileStore's expired waits are still a plain c10::Error; only the text tells.
+#endif
+  // torch 1.13 has no distributed exception types: every store error is a c10::Error whose
+  // text is the only sign ("Socket Timeout", "Wait timeout", "Timeout waiting for key").
+  const std::string_view what = e.what();
+  return what.find("imeout") != std::string_view::npos ||
+         what.find("timed out") != std::string_view::npos;
 }
 
 }  // namespace gyre_torch
