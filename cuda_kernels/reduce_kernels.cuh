@@ -1,7 +1,9 @@
 // The device reduce-and-copy kernel, as templates over element type, operator and
-// number of sources. Internal to cuda_kernels/reduce_kernels.cu (nvcc only).
-// Only the kernels live on the nvcc side: the host compiler builds the launcher
-// (device_reduce.cc), which also keeps fmt's consteval format checks away from nvcc.
+// number of sources, and the table of their instantiations. Internal to
+// cuda_kernels/reduce_kernels.cu (nvcc), and to cuda/fake/reduce_kernels_host.cc, which
+// compiles the same templates for the host to run them on the fake CUDA runtime
+// (docs/testing.md). Only the kernels live on the nvcc side: the host compiler builds the
+// launcher (device_reduce.cc), which also keeps fmt's consteval format checks away from nvcc.
 //
 // Shape (NCCL's reduceCopy split of memory access from arithmetic, as the host loops in
 // host_kernels/reduce_impl.h): each thread moves 16-byte packs; kUnroll packs of every source
@@ -247,6 +249,73 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) reduceCopyKernel(const
     d0[p] = r;
     if (d1 != nullptr) d1[p] = r;
   }
+}
+
+// ---- The instantiations ---------------------------------------------------------------------
+
+// One launcher per instantiation, in a table indexed by DataType and ReduceOp (the enums'
+// values) as the host's ReduceKernelTable. Launch<T, Op, kAvg, kSrcs>::run starts
+// reduceCopyKernel<T, Op, kAvg, kSrcs>: on the GPU (reduce_kernels.cu) or on the host
+// (cuda/fake/reduce_kernels_host.cc).
+template <typename Fn>
+struct KernelTable {
+  Fn reduce[kNumDataTypes][kNumReduceOps];
+  Fn scale[kNumDataTypes];
+  Fn copy[kNumDataTypes];
+
+  Fn pick(KernelKind kind, DataType dtype, ReduceOp op) const {
+    const int t = static_cast<int>(dtype);
+    return kind == KernelKind::kReduce  ? reduce[t][static_cast<int>(op)]
+           : kind == KernelKind::kScale ? scale[t]
+                                        : copy[t];
+  }
+};
+
+template <template <typename, typename, bool, int> class Launch>
+using KernelFn = decltype(&Launch<uint8_t, SumOp, false, 1>::run);
+
+template <template <typename, typename, bool, int> class Launch, typename T>
+constexpr void fillRow(KernelTable<KernelFn<Launch>>& table, DataType dtype) {
+  auto& row = table.reduce[static_cast<int>(dtype)];
+  row[static_cast<int>(ReduceOp::kSum)] = &Launch<T, SumOp, false, 2>::run;
+  row[static_cast<int>(ReduceOp::kProd)] = &Launch<T, ProdOp, false, 2>::run;
+  row[static_cast<int>(ReduceOp::kMin)] = &Launch<T, MinOp, false, 2>::run;
+  row[static_cast<int>(ReduceOp::kMax)] = &Launch<T, MaxOp, false, 2>::run;
+  row[static_cast<int>(ReduceOp::kAvg)] = &Launch<T, SumOp, true, 2>::run;
+  table.scale[static_cast<int>(dtype)] = &Launch<T, SumOp, true, 1>::run;
+}
+
+// A copy only moves bytes: one kernel per element size (the scalar fallback still moves
+// whole elements), 4 instantiations rather than 10.
+template <template <typename, typename, bool, int> class Launch, typename U>
+constexpr void fillCopy(KernelTable<KernelFn<Launch>>& table, DataType dtype) {
+  table.copy[static_cast<int>(dtype)] = &Launch<U, SumOp, false, 1>::run;
+}
+
+template <template <typename, typename, bool, int> class Launch>
+constexpr KernelTable<KernelFn<Launch>> makeKernelTable() {
+  KernelTable<KernelFn<Launch>> table{};
+  fillRow<Launch, int8_t>(table, DataType::kInt8);
+  fillRow<Launch, uint8_t>(table, DataType::kUint8);
+  fillRow<Launch, int32_t>(table, DataType::kInt32);
+  fillRow<Launch, uint32_t>(table, DataType::kUint32);
+  fillRow<Launch, int64_t>(table, DataType::kInt64);
+  fillRow<Launch, uint64_t>(table, DataType::kUint64);
+  fillRow<Launch, Float16>(table, DataType::kFloat16);
+  fillRow<Launch, BFloat16>(table, DataType::kBFloat16);
+  fillRow<Launch, float>(table, DataType::kFloat32);
+  fillRow<Launch, double>(table, DataType::kFloat64);
+  fillCopy<Launch, uint8_t>(table, DataType::kInt8);
+  fillCopy<Launch, uint8_t>(table, DataType::kUint8);
+  fillCopy<Launch, uint32_t>(table, DataType::kInt32);
+  fillCopy<Launch, uint32_t>(table, DataType::kUint32);
+  fillCopy<Launch, uint64_t>(table, DataType::kInt64);
+  fillCopy<Launch, uint64_t>(table, DataType::kUint64);
+  fillCopy<Launch, uint16_t>(table, DataType::kFloat16);
+  fillCopy<Launch, uint16_t>(table, DataType::kBFloat16);
+  fillCopy<Launch, uint32_t>(table, DataType::kFloat32);
+  fillCopy<Launch, uint64_t>(table, DataType::kFloat64);
+  return table;
 }
 
 }  // namespace gyre::device_reduce

@@ -2,8 +2,10 @@
 // op, in place and out of place, odd and 16-byte-unaligned buffers, tiny slices so that
 // every staging slot is reused many times, both stream releases (stream memory
 // operations and the host-function fallback), stream order with back-to-back calls,
-// the host time of an enqueue, and a lost peer that fails every rank instead of hanging.
-// Without a GPU every case skips, saying why.
+// the host time of an enqueue, the stream's earlier work as the input, and a lost peer
+// that fails every rank instead of hanging. Without a GPU every case skips, saying why.
+// Built as fake_cuda_allreduce_test against the fake CUDA runtime (cuda/fake/), the same
+// cases run on the CPU.
 #include <gtest/gtest.h>
 
 #if !GYRE_HAVE_CUDA
@@ -17,9 +19,11 @@ TEST(CudaAllReduce, NeedsTheCudaToolkit) {
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "base/error.h"
@@ -173,6 +177,59 @@ TEST_F(CudaAllReduce, ChainedCallsKeepStreamOrder) {
     check(std::all_of(host.begin(), host.end(), [&](int64_t v) { return v == want; }),
           "rank {}: chained result {} != {}", comm.rank(), host[0], want);
     cudaStreamDestroy(stream);
+  }, spawnOptions());
+}
+
+// The stream's work before the call is the call's input: here a host function holds the
+// stream until well after allReduce() has returned, and only then is the input copied in.
+// The worker must wait for that (the call's ready event) rather than copy what the
+// buffer held at the call, and the copy back that follows the call on the stream must
+// see the result (the release). Both releases.
+TEST_F(CudaAllReduce, WaitsForTheStreamsEarlierWork) {
+  spawn(2, [](Communicator& comm) {
+    for (bool memOps : {true, false}) {
+      auto cuda = deviceCommunicator(comm, smallSlices(memOps));
+      cudaStream_t stream;
+      cudaCheck(cudaStreamCreate(&stream), "cudaStreamCreate");
+      const size_t count = 100003;  // several slices
+      DeviceBuffer x(count * 4), y(count * 4);
+      cudaCheck(cudaMemset(x.get(), 0, x.bytes()), "cudaMemset");
+      cudaCheck(cudaMemset(y.get(), 0, y.bytes()), "cudaMemset");
+      cudaCheck(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+      // Pinned: CUDA may copy from pageable memory synchronously, which would block this
+      // thread behind the gate below.
+      int32_t* input = nullptr;
+      cudaCheck(cudaMallocHost(reinterpret_cast<void**>(&input), count * 4), "cudaMallocHost");
+      std::fill(input, input + count, comm.rank() + 1);
+      std::vector<int32_t> output(count);
+      std::atomic<bool> gate{false};
+      cudaCheck(cudaLaunchHostFunc(
+                    stream,
+                    [](void* arg) {
+                      while (!static_cast<std::atomic<bool>*>(arg)->load()) {
+                        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                      }
+                    },
+                    &gate),
+                "cudaLaunchHostFunc");
+      cudaCheck(cudaMemcpyAsync(x.get(), input, count * 4, cudaMemcpyHostToDevice, stream), "H2D");
+      cuda->allReduce(x.get(), y.get(), count, DataType::kInt32, ReduceOp::kSum, stream);
+      // Time for a worker that does not wait to copy x as it was at the call (zeros).
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      gate.store(true);
+      cudaCheck(cudaMemcpyAsync(output.data(), y.get(), count * 4, cudaMemcpyDeviceToHost, stream),
+                "D2H");
+      cudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+      cuda->synchronize();
+      const auto wrong = std::find_if(output.begin(), output.end(), [](int32_t v) { return v != 3; });
+      check(wrong == output.end(),
+            "rank {} ({} release): y[{}] = {}, expected 1 + 2 = 3: the all-reduce did not run "
+            "between the stream's earlier and later work", comm.rank(),
+            memOps ? "stream memory operation" : "host function", wrong - output.begin(),
+            wrong == output.end() ? 0 : *wrong);
+      cudaCheck(cudaStreamDestroy(stream), "cudaStreamDestroy");
+      cudaCheck(cudaFreeHost(input), "cudaFreeHost");
+    }
   }, spawnOptions());
 }
 
