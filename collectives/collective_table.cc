@@ -20,20 +20,20 @@ namespace {
 constexpr AllReduceRow kAllReduceAlgos[] = {
     {AllReduceAlgo::kRing,
      [](const ScheduleArgs& a) {
-       ringAllReduce(a.ring, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
+       ringAllReduce(a.ctx, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
      }},
     {AllReduceAlgo::kTree,
      [](const ScheduleArgs& a) {
-       treeAllReduce(a.ring, a.pipes, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
+       treeAllReduce(a.ctx, a.pipes, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
      }},
     {AllReduceAlgo::kRecursiveDoubling,
      [](const ScheduleArgs& a) {
-       recursiveDoublingAllReduce(a.ring, a.pipes, a.rank, a.size, a.call, a.sendbuf,
+       recursiveDoublingAllReduce(a.ctx, a.pipes, a.rank, a.size, a.call, a.sendbuf,
                                   a.recvbuf);
      }},
     {AllReduceAlgo::kHierarchical,
      [](const ScheduleArgs& a) {
-       hierarchicalAllReduce(a.ring, a.pipes, a.topology, a.rank, a.call, a.sendbuf,
+       hierarchicalAllReduce(a.ctx, a.pipes, a.topology, a.rank, a.call, a.sendbuf,
                              a.recvbuf);
      }},
 };
@@ -59,38 +59,38 @@ constexpr CollectiveRow kCollectives[] = {
     {CollectiveKind::kBroadcast, "broadcast", BufferShape::kOneBuffer, false,
      [](const ScheduleArgs& a) {
        if (twoLevel(a)) {
-         return hierarchicalBroadcast(a.ring, a.pipes, a.topology, a.rank, a.call, a.recvbuf);
+         return hierarchicalBroadcast(a.ctx, a.pipes, a.topology, a.rank, a.call, a.recvbuf);
        }
-       ringBroadcast(a.ring, a.rank, a.size, a.call, a.recvbuf);
+       ringBroadcast(a.ctx, a.rank, a.size, a.call, a.recvbuf);
      }},
     {CollectiveKind::kReduce, "reduce", BufferShape::kToRoot, true,
      [](const ScheduleArgs& a) {
        if (twoLevel(a)) {
-         return hierarchicalReduce(a.ring, a.pipes, a.topology, a.rank, a.call, a.sendbuf,
+         return hierarchicalReduce(a.ctx, a.pipes, a.topology, a.rank, a.call, a.sendbuf,
                                    a.recvbuf);
        }
-       ringReduce(a.ring, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
+       ringReduce(a.ctx, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
      }},
     {CollectiveKind::kAllGather, "allgather", BufferShape::kGather, false,
      [](const ScheduleArgs& a) {
        if (twoLevel(a)) {
-         return hierarchicalAllGather(a.ring, a.pipes, a.topology, a.rank, a.call, a.sendbuf,
+         return hierarchicalAllGather(a.ctx, a.pipes, a.topology, a.rank, a.call, a.sendbuf,
                                       a.recvbuf);
        }
-       ringAllGather(a.ring, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
+       ringAllGather(a.ctx, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
      }},
     {CollectiveKind::kReduceScatter, "reducescatter", BufferShape::kScatter, true,
      [](const ScheduleArgs& a) {
-       ringReduceScatter(a.ring, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
+       ringReduceScatter(a.ctx, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
      }},
     {CollectiveKind::kSendRecv, "send/recv", BufferShape::kPointToPoint, false, nullptr},
     {CollectiveKind::kAllToAll, "alltoall", BufferShape::kPerPeer, false,
      [](const ScheduleArgs& a) {
-       pairwiseAllToAll(a.ring, a.pipes, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
+       pairwiseAllToAll(a.ctx, a.pipes, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
      }},
     {CollectiveKind::kAllToAllv, "alltoallv", BufferShape::kPerPeerSized, false,
      [](const ScheduleArgs& a) {
-       pairwiseAllToAllv(a.ring, a.pipes, a.rank, a.size, a.call, *a.blocks, a.sendbuf, a.recvbuf);
+       pairwiseAllToAllv(a.ctx, a.pipes, a.rank, a.size, a.call, *a.blocks, a.sendbuf, a.recvbuf);
      }},
 };
 

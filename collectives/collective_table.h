@@ -21,7 +21,7 @@ namespace gyre {
 
 // What a schedule runs on (size >= 2; one rank never reaches a schedule).
 struct ScheduleArgs {
-  const PrimitiveContext& ring;  // the pipes to the ring's neighbours, timeouts, abort flag
+  const PrimitiveContext& ctx;   // every schedule's base: timeouts, abort flag, ring neighbours
   const PeerPipes& pipes;        // every pipe of the communicator, by peer rank
   const HostTopology& topology;  // which ranks share a host (the same on every rank)
   int rank;
