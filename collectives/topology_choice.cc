@@ -6,15 +6,10 @@
 
 #include "collectives/double_tree.h"
 #include "collectives/recursive_doubling.h"
+#include "collectives/schedule_math.h"
 
 namespace gyre {
 namespace {
-
-int floorLog2(int n) {
-  int d = 0;
-  while ((2 << d) <= n) ++d;
-  return d;
-}
 
 // Inter-host constants, measured between network namespaces over veth links shaped by
 // tbf (tools/netns_bench.sh, 2026-12-01, 2 cores shared, load ~15): alpha from the 8-byte
@@ -106,7 +101,7 @@ TreePath treePath(const HostTopology& t, const TwoLevelCost& c) {
 // on equal hosts): the fold partner twice (in and out), then each xor partner.
 double rdChainAlpha(const HostTopology& t, const TwoLevelCost& c) {
   const int n = t.size();
-  const int p = 1 << floorLog2(n);
+  const int p = lowerPowerOfTwo(n);
   double sum = p < n ? 2 * hopAlpha(t, c, 0, p) : 0;
   for (int mask = 1; mask < p; mask <<= 1) sum += hopAlpha(t, c, 0, mask);
   return sum;
