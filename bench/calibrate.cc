@@ -134,7 +134,7 @@ int calibrate(Communicator& comm, const Options& options, int iters, int warmup)
     fail(ErrorCode::kInternal, "rank {}: calibration: the ring all-reduce failed", comm.rank());
   }
 
-  // The fit (collectives/algorithm_choice.cc's ring cost, solved for alpha and gbps).
+  // The fit (the ring's one-host cost, solved for alpha and gbps).
   const double steps = 2.0 * (n - 1);
   const double busFactor = 2.0 * (n - 1) / n;
   LinkCost cost;
@@ -188,7 +188,7 @@ int calibrate(Communicator& comm, const Options& options, int iters, int warmup)
     }
     std::printf(")\n");
     std::printf(
-        "calibration: for collectives/algorithm_choice.cc's table (%s): alphaUs %.1f, bytesPerUs "
+        "calibration: for collectives/tuning.h's table (%s): alphaUs %.1f, bytesPerUs "
         "%.0f, treeBytesRatio[%d] %.2f\n",
         transport.c_str(), cost.alphaUs, cost.bytesPerUs, std::min(n, 8), treeRatio);
     std::fflush(stdout);

@@ -13,7 +13,7 @@
 // Times are the largest over ranks of the mean per op (-w warm-up ops, a barrier, -n
 // timed ops; 10 x -n at 8 bytes, where one op is short and noisy). Rank 0 prints
 //   calibration: transport=shm ranks=4 alpha_us=3.052 gbps=5.912
-// and `calibration:` lines with the raw times and the line to paste into linkCost().
+// and `calibration:` lines with the raw times and the line to paste into collectives/tuning.h.
 // Collective: every rank calls it with the same arguments (n >= 2). Returns 0; throws
 // gyre::Error if the ring measurement itself fails.
 //

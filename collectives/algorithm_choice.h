@@ -1,8 +1,8 @@
 // Which all-reduce algorithm runs a call: a cost model `time = alpha * steps + bytes / beta`
 // per algorithm, with alpha (microseconds per step) and beta (bytes per microsecond on
-// the busiest rank) per transport from one table in collectives/algorithm_choice.cc, measured
-// with gyre-bench (`gyre-bench --calibrate` fits alpha and beta on another machine;
-// GYRE_ALGO=ring|tree|rd overrides the choice).
+// the busiest rank) per transport from the table of collectives/tuning.h
+// (`gyre-bench --calibrate` fits alpha and beta on another machine; GYRE_ALGO=ring|tree|rd
+// overrides the choice).
 //
 //   ring  2(n-1) steps; 2(n-1)/n * S bytes per rank
 //   tree  2 floor(log2 n) + 2 steps (up, down, and the pipeline's fill); the ring's bytes
@@ -21,18 +21,11 @@
 #include <cstddef>
 
 #include "base/options.h"
+#include "collectives/tuning.h"
 
 namespace gyre {
 
-struct LinkCost {
-  double alphaUs = 0;  // fixed cost of one step (hand-off to a peer and its wake-up)
-  double bytesPerUs = 1;  // what the busiest rank moves per microsecond in the ring
-  // Tree time over ring time for large buffers, by rank count (index n, 2..8; larger
-  // counts use the last entry).
-  double treeBytesRatio[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
-};
-
-// The table's entry for shared memory (shm = true) or tcp.
+// The table's entry for shared memory (shm = true) or tcp (kTuning.shm, kTuning.tcp).
 const LinkCost& linkCost(bool shm);
 
 // Predicted microseconds for `bytes` over `size` ranks (algo is not kAuto).

@@ -11,15 +11,6 @@
 namespace gyre {
 namespace {
 
-// Inter-host constants, measured between network namespaces over veth links shaped by
-// tbf (tools/netns_bench.sh, 2026-12-01, 2 cores shared, load ~15): alpha from the 8-byte
-// times across 4 hosts x 1 rank (tree 165-478 us / 6 steps, ring 788-1376 us / 6: 27-230 us
-// per step; 60 taken); bytesPerUs of the host link: the ring's busiest link at 1-4 MiB
-// on 2 Gbit/s (6.2 ms for 1.5 MiB, 26 ms for 6 MiB: 240-250 B/us). Only the latency /
-// bandwidth crossover depends on them; between ring, tree and hier at large sizes the
-// bytes on the busiest link decide.
-constexpr double kInterAlphaUs = 60.0;
-constexpr double kInterBytesPerUs = 240.0;
 // The slice the tree cuts at most (tree_allreduce.cc) and the pipelined hierarchical
 // form's threshold assumes: the default slot where some pipes are shm.
 constexpr double kPipelineSlotBytes = Options::kSlotBytes;
@@ -114,8 +105,8 @@ TwoLevelCost twoLevelCost(bool intraShm, int nicsPerHost) {
   c.nicsPerHost = std::max(1, nicsPerHost);
   c.intra = linkCost(intraShm);
   c.inter = linkCost(false);
-  c.inter.alphaUs = kInterAlphaUs;
-  c.inter.bytesPerUs = kInterBytesPerUs;
+  c.inter.alphaUs = kTuning.interAlphaUs;
+  c.inter.bytesPerUs = kTuning.interBytesPerUs;
   return c;
 }
 

@@ -25,7 +25,7 @@
 //
 // The inter-host constants: measured at creation by a probe between two host leaders
 // (ring/host_link_calibration.h: one NIC's rate), else the fixed ones of
-// topology_choice.cc.
+// collectives/tuning.h.
 //
 // So on link-bound networks the tree (which sends about 2S per inner rank, against the
 // ring's 2(n-1)/n S) loses to the ring, and the hierarchical schedule (2(H-1)/H S per
@@ -53,7 +53,7 @@ struct TwoLevelCost {
 };
 
 // The table's entry: intra-host from linkCost(intraShm), inter-host the fixed constants
-// measured once on shaped links between network namespaces (topology_choice.cc).
+// of collectives/tuning.h.
 TwoLevelCost twoLevelCost(bool intraShm, int nicsPerHost = 1);
 // The same with inter-host alpha and bytesPerUs measured on this communicator's links;
 // either <= 0 (the probe did not run): the fixed constants.
