@@ -4,47 +4,21 @@
 #include "collectives/all_gather.h"
 #include "collectives/all_to_all.h"
 #include "collectives/hierarchical_allgather.h"
-#include "collectives/hierarchical_allreduce.h"
 #include "collectives/hierarchical_broadcast.h"
-#include "collectives/recursive_doubling.h"
 #include "collectives/reduce_scatter.h"
-#include "collectives/ring_allreduce.h"
 #include "collectives/ring_broadcast.h"
 #include "collectives/ring_reduce.h"
-#include "collectives/tree_allreduce.h"
 
 namespace gyre {
 namespace {
-
-// Every all-reduce algorithm that can run a call (algorithm_choice.h picks one).
-constexpr AllReduceRow kAllReduceAlgos[] = {
-    {AllReduceAlgo::kRing,
-     [](const ScheduleArgs& a) {
-       ringAllReduce(a.ctx, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
-     }},
-    {AllReduceAlgo::kTree,
-     [](const ScheduleArgs& a) {
-       treeAllReduce(a.ctx, a.pipes, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
-     }},
-    {AllReduceAlgo::kRecursiveDoubling,
-     [](const ScheduleArgs& a) {
-       recursiveDoublingAllReduce(a.ctx, a.pipes, a.rank, a.size, a.call, a.sendbuf,
-                                  a.recvbuf);
-     }},
-    {AllReduceAlgo::kHierarchical,
-     [](const ScheduleArgs& a) {
-       hierarchicalAllReduce(a.ctx, a.pipes, a.topology, a.rank, a.call, a.sendbuf,
-                             a.recvbuf);
-     }},
-};
 
 bool twoLevel(const ScheduleArgs& a) {
   return a.call.algo == static_cast<uint8_t>(AllReduceAlgo::kHierarchical);
 }
 
 void allReduceByAlgo(const ScheduleArgs& a) {
-  for (const AllReduceRow& row : kAllReduceAlgos) {
-    if (static_cast<uint8_t>(row.algo) == a.call.algo) return row.run(a);
+  for (const AllReduceRow* row : kAllReduceAlgorithms) {
+    if (static_cast<uint8_t>(row->algo) == a.call.algo) return row->run(a);
   }
   fail(ErrorCode::kInternal, "rank {}: {} has no all-reduce algorithm {}", a.rank,
        describe(a.call), a.call.algo);
@@ -106,6 +80,13 @@ const CollectiveRow* findCollectiveRow(CollectiveKind kind) {
 const CollectiveRow& collectiveRow(CollectiveKind kind) {
   if (const CollectiveRow* row = findCollectiveRow(kind)) return *row;
   fail(ErrorCode::kInternal, "collective kind {} has no row", static_cast<int>(kind));
+}
+
+const AllReduceRow& allReduceRow(AllReduceAlgo algo) {
+  for (const AllReduceRow* row : kAllReduceAlgorithms) {
+    if (row->algo == algo) return *row;
+  }
+  fail(ErrorCode::kInternal, "no all-reduce algorithm {}", static_cast<int>(algo));
 }
 
 bool rooted(BufferShape shape) {
