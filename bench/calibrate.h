@@ -4,8 +4,9 @@
 // forced to ring) is timed at 8 B and at 4 MiB and 16 MiB, and the model's ring cost
 //   time = alphaUs * 2(n-1) + 2(n-1)/n * S / (gbps * 1000)      (us, S in bytes)
 // is fitted: alphaUs = time(8 B) / 2(n-1), gbps from the 16 MiB time less the alpha part.
-// For information, the 8-byte time of every algorithm (ring, tree, rd) at this rank
-// count is measured too, next to what the fitted model predicts. Each algorithm runs on a
+// For information, the 8-byte time of every algorithm that fits one host
+// (collectives/collective_table.h: ring, tree, rd) at this rank count is measured too,
+// next to what the fitted model predicts. Each algorithm runs on a
 // communicator of its own (Options are fixed per communicator), bootstrapped through a
 // store that rank 0 serves on a free port of MASTER_ADDR; an algorithm that fails (one
 // not implemented yet) is reported as failed and does not stop the others.

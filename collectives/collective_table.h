@@ -83,6 +83,7 @@ extern const AllReduceRow kHierarchicalAllReduce;       // hierarchical_allreduc
 // The first, the ring, fits everywhere.
 inline constexpr const AllReduceRow* kAllReduceAlgorithms[] = {
     &kRingAllReduce, &kTreeAllReduce, &kRecursiveDoublingAllReduce, &kHierarchicalAllReduce};
+static_assert(kAllReduceAlgorithms[0] == &kRingAllReduce, "the fallback comes first");
 
 // The row of `kind`; find: null for a kind without one (a tag from a newer peer, say).
 const CollectiveRow& collectiveRow(CollectiveKind kind);
