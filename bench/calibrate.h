@@ -1,4 +1,5 @@
-// gyre-bench --calibrate: measures this machine's link cost for collectives/algorithm_choice.h.
+// gyre-bench --calibrate: measures the link cost that collectives/algorithm_choice.h models,
+// on the machine it runs on.
 //
 // On the ranks' transport (GYRE_TRANSPORT), a ring all-reduce (float sum, algorithm
 // forced to ring) is timed at 8 B and at 4 MiB and 16 MiB, and the model's ring cost
