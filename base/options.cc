@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <iterator>
 #include <limits>
 
 #include "base/error.h"
@@ -36,6 +37,17 @@ std::chrono::milliseconds parseSeconds(const char* text, const char* what, doubl
          text, lo, hi);
   }
   return std::chrono::milliseconds(static_cast<long long>(v * 1000.0 + 0.5));
+}
+
+// The GYRE_ALGO spellings as an error lists them: "auto, ring, tree, rd or hier".
+std::string algoChoices() {
+  std::string list;
+  const size_t n = std::size(kAlgoSpellings);
+  for (size_t i = 0; i < n; ++i) {
+    list += i == 0 ? "" : (i + 1 == n ? " or " : ", ");
+    list += kAlgoSpellings[i].name;
+  }
+  return list;
 }
 
 }  // namespace
@@ -153,7 +165,7 @@ Options Options::fromEnvironment() {
   }
   if (const char* v = env("GYRE_ALGO")) {
     if (!parseAlgo(v, o.algo)) {
-      fail(ErrorCode::kInvalidArgument, "GYRE_ALGO='{}': use auto, ring, tree, rd or hier", v);
+      fail(ErrorCode::kInvalidArgument, "GYRE_ALGO='{}': use {}", v, algoChoices());
     }
   }
   if (const char* v = env("GYRE_TRACE_BUFFER")) {
@@ -213,10 +225,9 @@ Options Options::fromEnvironment() {
 }
 
 bool parseAlgo(const std::string& text, AllReduceAlgo& algo) {
-  for (AllReduceAlgo k : {AllReduceAlgo::kAuto, AllReduceAlgo::kRing, AllReduceAlgo::kTree,
-                          AllReduceAlgo::kRecursiveDoubling, AllReduceAlgo::kHierarchical}) {
-    if (text == algoName(k)) {
-      algo = k;
+  for (const AlgoSpelling& k : kAlgoSpellings) {
+    if (text == k.name) {
+      algo = k.algo;
       return true;
     }
   }
@@ -224,12 +235,8 @@ bool parseAlgo(const std::string& text, AllReduceAlgo& algo) {
 }
 
 const char* algoName(AllReduceAlgo algo) {
-  switch (algo) {
-    case AllReduceAlgo::kAuto: return "auto";
-    case AllReduceAlgo::kRing: return "ring";
-    case AllReduceAlgo::kTree: return "tree";
-    case AllReduceAlgo::kRecursiveDoubling: return "rd";
-    case AllReduceAlgo::kHierarchical: return "hier";
+  for (const AlgoSpelling& k : kAlgoSpellings) {
+    if (k.algo == algo) return k.name;
   }
   return "unknown";
 }

@@ -27,6 +27,14 @@ enum class CpuBinding { kNone, kCore };
 // append only.
 enum class AllReduceAlgo : uint8_t { kAuto = 0, kRing = 1, kTree = 2, kRecursiveDoubling = 3,
                                     kHierarchical = 4 };
+// Every AllReduceAlgo with its GYRE_ALGO spelling (algoName, parseAlgo and their errors).
+struct AlgoSpelling {
+  AllReduceAlgo algo;
+  const char* name;
+};
+inline constexpr AlgoSpelling kAlgoSpellings[] = {
+    {AllReduceAlgo::kAuto, "auto"}, {AllReduceAlgo::kRing, "ring"}, {AllReduceAlgo::kTree, "tree"},
+    {AllReduceAlgo::kRecursiveDoubling, "rd"}, {AllReduceAlgo::kHierarchical, "hier"}};
 
 struct GYRE_API Options {
   LogLevel logLevel = LogLevel::kWarn;                 // GYRE_DEBUG=WARN|INFO|TRACE

@@ -15,6 +15,7 @@
 #include "ring/host_identity.h"
 #include "base/types.h"
 #include "collectives/algorithm_choice.h"
+#include "collectives/collective_table.h"
 #include "store/tcp_store.h"
 
 namespace gyre::bench {
@@ -122,19 +123,29 @@ int calibrate(Communicator& comm, const Options& options, int iters, int warmup)
   const std::string transport = resolvedTransport(comm, options);
   std::shared_ptr<Store> store = algoStore(comm, options);
 
-  AlgoRun ring{AllReduceAlgo::kRing, {kLatencyBytes}, {}};
-  for (size_t s : kBandwidthBytes) ring.sizes.push_back(s);
-  AlgoRun tree{AllReduceAlgo::kTree, {kLatencyBytes}, {}};
-  for (size_t s : kBandwidthBytes) tree.sizes.push_back(s);
-  AlgoRun rd{AllReduceAlgo::kRecursiveDoubling, {kLatencyBytes}, {}};
-  for (AlgoRun* run : {&ring, &tree, &rd}) {
-    measure(comm, store, options, iters, warmup, *run);
+  // Every algorithm of the table that fits one host at 8 bytes, timed there; the ring
+  // (the fit) and the tree (its bytes ratio) also at the bandwidth sizes.
+  std::vector<AlgoRun> runs;
+  const AllReducePlace latencyPlace{kLatencyBytes, n, options.smallestSlotBytes()};
+  for (const AllReduceRow* row : kAllReduceAlgorithms) {
+    if (!row->fits(latencyPlace)) continue;
+    AlgoRun run{row->algo, {kLatencyBytes}, {}};
+    if (row->algo == AllReduceAlgo::kRing || row->algo == AllReduceAlgo::kTree) {
+      for (size_t s : kBandwidthBytes) run.sizes.push_back(s);
+    }
+    runs.push_back(run);
+  }
+  for (AlgoRun& run : runs) measure(comm, store, options, iters, warmup, run);
+  const AlgoRun& ring = runs.front();  // the table's first row fits everywhere
+  const AlgoRun* tree = nullptr;
+  for (const AlgoRun& run : runs) {
+    if (run.algo == AllReduceAlgo::kTree) tree = &run;
   }
   if (ring.failed) {
     fail(ErrorCode::kInternal, "rank {}: calibration: the ring all-reduce failed", comm.rank());
   }
 
-  // The fit (collectives/algorithm_choice.cc's ring cost, solved for alpha and gbps).
+  // The fit (the ring's one-host cost, solved for alpha and gbps).
   const double steps = 2.0 * (n - 1);
   const double busFactor = 2.0 * (n - 1) / n;
   LinkCost cost;
@@ -152,8 +163,8 @@ int calibrate(Communicator& comm, const Options& options, int iters, int warmup)
   cost.bytesPerUs = gbps.back() * 1000.0;
   // The tree's large-buffer time relative to the ring's, at this rank count.
   double treeRatio = 0;
-  if (!tree.failed) {
-    for (size_t i = 1; i < ring.sizes.size(); ++i) treeRatio += tree.us[i] / ring.us[i];
+  if (tree && !tree->failed) {
+    for (size_t i = 1; i < ring.sizes.size(); ++i) treeRatio += tree->us[i] / ring.us[i];
     treeRatio /= static_cast<double>(ring.sizes.size() - 1);
     cost.treeBytesRatio[std::min(n, 8)] = treeRatio;
   }
@@ -174,21 +185,20 @@ int calibrate(Communicator& comm, const Options& options, int iters, int warmup)
     }
     std::printf(")\n");
     std::printf("calibration: 8B_us");
-    for (const AlgoRun* run : {&ring, &tree, &rd}) {
-      if (run->failed) {
-        std::printf(" %s=failed", algoName(run->algo));
+    for (const AlgoRun& run : runs) {
+      if (run.failed) {
+        std::printf(" %s=failed", algoName(run.algo));
       } else {
-        std::printf(" %s=%.2f", algoName(run->algo), run->us[0]);
+        std::printf(" %s=%.2f", algoName(run.algo), run.us[0]);
       }
     }
     std::printf("  (model:");
-    for (const AlgoRun* run : {&ring, &tree, &rd}) {
-      std::printf(" %s=%.2f", algoName(run->algo),
-                  predictMicros(run->algo, kLatencyBytes, n, cost));
+    for (const AlgoRun& run : runs) {
+      std::printf(" %s=%.2f", algoName(run.algo), predictMicros(run.algo, kLatencyBytes, n, cost));
     }
     std::printf(")\n");
     std::printf(
-        "calibration: for collectives/algorithm_choice.cc's table (%s): alphaUs %.1f, bytesPerUs "
+        "calibration: for collectives/tuning.h's table (%s): alphaUs %.1f, bytesPerUs "
         "%.0f, treeBytesRatio[%d] %.2f\n",
         transport.c_str(), cost.alphaUs, cost.bytesPerUs, std::min(n, 8), treeRatio);
     std::fflush(stdout);

@@ -31,7 +31,7 @@
 #include "bench/compare_sequence.h"
 #include "bench/results_table.h"
 #include "bench/sim_options.h"
-#include "collectives/recursive_doubling.h"
+#include "collectives/collective_table.h"
 #include "collectives/topology_choice.h"
 #include "sim/sim_world.h"
 
@@ -149,17 +149,14 @@ int runPicks(sim::SimWorld& w, const BenchOptions& o) {
     call.count = l.count;
     call.dtype = t;
     // The model's own predictions beside the pick, to set against --compare-algos'
-    // simulated times (rd only where it fits a slot, hier only where hosts allow it).
+    // simulated times: every algorithm of the table that fits (rd a slot, hier the hosts).
+    const AllReducePlace place{l.bytes, w.size(), w.options().gyre.smallestSlotBytes(),
+                               &w.topology()};
     std::string model;
-    for (AllReduceAlgo a : {AllReduceAlgo::kRing, AllReduceAlgo::kTree,
-                            AllReduceAlgo::kRecursiveDoubling, AllReduceAlgo::kHierarchical}) {
-      if (a == AllReduceAlgo::kRecursiveDoubling &&
-          !recursiveDoublingFits(l.bytes, w.options().gyre.smallestSlotBytes())) {
-        continue;
-      }
-      if (a == AllReduceAlgo::kHierarchical && !w.topology().hierarchical()) continue;
-      model += fmt::format(" model_{}_us={:.1f}", algoName(a),
-                           predictTopologyMicros(a, l.bytes, w.topology(), w.cost()));
+    for (const AllReduceRow* a : kAllReduceAlgorithms) {
+      if (!a->fits(place)) continue;
+      model += fmt::format(" model_{}_us={:.1f}", algoName(a->algo),
+                           a->predict(l.bytes, w.topology(), w.cost()));
     }
     std::printf("pick: bytes=%zu ranks=%d algo=%s%s\n", l.bytes, w.size(),
                 algoLabel(w.algorithmFor(call)), model.c_str());
@@ -182,8 +179,8 @@ int runCompare(sim::SimWorld& w, const BenchOptions& o, bool timing) {
     std::string line = "compare: bytes=" + std::to_string(l.bytes) + " ranks=" + std::to_string(n);
     double best = 0;
     std::vector<std::pair<uint8_t, double>> times;
-    for (AllReduceAlgo a : {AllReduceAlgo::kRing, AllReduceAlgo::kTree,
-                            AllReduceAlgo::kRecursiveDoubling, AllReduceAlgo::kHierarchical}) {
+    for (const AllReduceRow* row : kAllReduceAlgorithms) {
+      const AllReduceAlgo a = row->algo;
       w.setAlgo(a);
       CollectiveCall call;
       call.count = l.count;

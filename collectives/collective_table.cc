@@ -4,47 +4,21 @@
 #include "collectives/all_gather.h"
 #include "collectives/all_to_all.h"
 #include "collectives/hierarchical_allgather.h"
-#include "collectives/hierarchical_allreduce.h"
 #include "collectives/hierarchical_broadcast.h"
-#include "collectives/recursive_doubling.h"
 #include "collectives/reduce_scatter.h"
-#include "collectives/ring_allreduce.h"
 #include "collectives/ring_broadcast.h"
 #include "collectives/ring_reduce.h"
-#include "collectives/tree_allreduce.h"
 
 namespace gyre {
 namespace {
-
-// Every all-reduce algorithm that can run a call (algorithm_choice.h picks one).
-constexpr AllReduceRow kAllReduceAlgos[] = {
-    {AllReduceAlgo::kRing,
-     [](const ScheduleArgs& a) {
-       ringAllReduce(a.ring, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
-     }},
-    {AllReduceAlgo::kTree,
-     [](const ScheduleArgs& a) {
-       treeAllReduce(a.ring, a.pipes, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
-     }},
-    {AllReduceAlgo::kRecursiveDoubling,
-     [](const ScheduleArgs& a) {
-       recursiveDoublingAllReduce(a.ring, a.pipes, a.rank, a.size, a.call, a.sendbuf,
-                                  a.recvbuf);
-     }},
-    {AllReduceAlgo::kHierarchical,
-     [](const ScheduleArgs& a) {
-       hierarchicalAllReduce(a.ring, a.pipes, a.topology, a.rank, a.call, a.sendbuf,
-                             a.recvbuf);
-     }},
-};
 
 bool twoLevel(const ScheduleArgs& a) {
   return a.call.algo == static_cast<uint8_t>(AllReduceAlgo::kHierarchical);
 }
 
 void allReduceByAlgo(const ScheduleArgs& a) {
-  for (const AllReduceRow& row : kAllReduceAlgos) {
-    if (static_cast<uint8_t>(row.algo) == a.call.algo) return row.run(a);
+  for (const AllReduceRow* row : kAllReduceAlgorithms) {
+    if (static_cast<uint8_t>(row->algo) == a.call.algo) return row->run(a);
   }
   fail(ErrorCode::kInternal, "rank {}: {} has no all-reduce algorithm {}", a.rank,
        describe(a.call), a.call.algo);
@@ -59,38 +33,38 @@ constexpr CollectiveRow kCollectives[] = {
     {CollectiveKind::kBroadcast, "broadcast", BufferShape::kOneBuffer, false,
      [](const ScheduleArgs& a) {
        if (twoLevel(a)) {
-         return hierarchicalBroadcast(a.ring, a.pipes, a.topology, a.rank, a.call, a.recvbuf);
+         return hierarchicalBroadcast(a.ctx, a.pipes, a.topology, a.rank, a.call, a.recvbuf);
        }
-       ringBroadcast(a.ring, a.rank, a.size, a.call, a.recvbuf);
+       ringBroadcast(a.ctx, a.rank, a.size, a.call, a.recvbuf);
      }},
     {CollectiveKind::kReduce, "reduce", BufferShape::kToRoot, true,
      [](const ScheduleArgs& a) {
        if (twoLevel(a)) {
-         return hierarchicalReduce(a.ring, a.pipes, a.topology, a.rank, a.call, a.sendbuf,
+         return hierarchicalReduce(a.ctx, a.pipes, a.topology, a.rank, a.call, a.sendbuf,
                                    a.recvbuf);
        }
-       ringReduce(a.ring, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
+       ringReduce(a.ctx, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
      }},
     {CollectiveKind::kAllGather, "allgather", BufferShape::kGather, false,
      [](const ScheduleArgs& a) {
        if (twoLevel(a)) {
-         return hierarchicalAllGather(a.ring, a.pipes, a.topology, a.rank, a.call, a.sendbuf,
+         return hierarchicalAllGather(a.ctx, a.pipes, a.topology, a.rank, a.call, a.sendbuf,
                                       a.recvbuf);
        }
-       ringAllGather(a.ring, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
+       ringAllGather(a.ctx, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
      }},
     {CollectiveKind::kReduceScatter, "reducescatter", BufferShape::kScatter, true,
      [](const ScheduleArgs& a) {
-       ringReduceScatter(a.ring, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
+       ringReduceScatter(a.ctx, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
      }},
     {CollectiveKind::kSendRecv, "send/recv", BufferShape::kPointToPoint, false, nullptr},
     {CollectiveKind::kAllToAll, "alltoall", BufferShape::kPerPeer, false,
      [](const ScheduleArgs& a) {
-       pairwiseAllToAll(a.ring, a.pipes, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
+       pairwiseAllToAll(a.ctx, a.pipes, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
      }},
     {CollectiveKind::kAllToAllv, "alltoallv", BufferShape::kPerPeerSized, false,
      [](const ScheduleArgs& a) {
-       pairwiseAllToAllv(a.ring, a.pipes, a.rank, a.size, a.call, *a.blocks, a.sendbuf, a.recvbuf);
+       pairwiseAllToAllv(a.ctx, a.pipes, a.rank, a.size, a.call, *a.blocks, a.sendbuf, a.recvbuf);
      }},
 };
 
@@ -106,6 +80,13 @@ const CollectiveRow* findCollectiveRow(CollectiveKind kind) {
 const CollectiveRow& collectiveRow(CollectiveKind kind) {
   if (const CollectiveRow* row = findCollectiveRow(kind)) return *row;
   fail(ErrorCode::kInternal, "collective kind {} has no row", static_cast<int>(kind));
+}
+
+const AllReduceRow& allReduceRow(AllReduceAlgo algo) {
+  for (const AllReduceRow* row : kAllReduceAlgorithms) {
+    if (row->algo == algo) return *row;
+  }
+  fail(ErrorCode::kInternal, "no all-reduce algorithm {}", static_cast<int>(algo));
 }
 
 bool rooted(BufferShape shape) {

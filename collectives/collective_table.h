@@ -1,12 +1,15 @@
 // The one table of collectives: for each CollectiveKind its name, the shape of its
 // buffers (what the communicator checks before it issues a call, and what a single rank
-// copies) and the schedule that runs it; for all-reduce, one row per algorithm.
+// copies) and the schedule that runs it; for all-reduce, one row per algorithm, which
+// also says where the algorithm fits and what it costs (the choice loops over the rows:
+// algorithm_choice.h, topology_choice.h).
 //
 // Adding a collective: its schedule (a file of its own in collectives/), a CollectiveKind
 // (collective.h), one row in kCollectives (collective_table.cc) and its public entry
 // points in ring/communicator.h, each one line over Communicator::issue. Adding an
-// all-reduce algorithm: its schedule, an AllReduceAlgo (base/options.h), one row in
-// kAllReduceAlgos (collective_table.cc) and its cost in algorithm_choice.cc.
+// all-reduce algorithm: its file in collectives/ (schedule, fits, predictions and its
+// AllReduceRow), its declaration and place in kAllReduceAlgorithms below, and an
+// AllReduceAlgo with its GYRE_ALGO spelling (base/options.h); docs/DESIGN.md lists it.
 //
 // Contract: constant tables, any thread. Lookups throw kInternal for a kind or an
 // algorithm without a row (a bug, never a user's error: the communicator validates first).
@@ -14,6 +17,7 @@
 
 #include "base/options.h"
 #include "collectives/collective.h"
+#include "collectives/cost_model.h"
 #include "collectives/host_topology.h"
 #include "collectives/primitives.h"
 
@@ -21,7 +25,7 @@ namespace gyre {
 
 // What a schedule runs on (size >= 2; one rank never reaches a schedule).
 struct ScheduleArgs {
-  const PrimitiveContext& ring;  // the pipes to the ring's neighbours, timeouts, abort flag
+  const PrimitiveContext& ctx;   // every schedule's base: timeouts, abort flag, ring neighbours
   const PeerPipes& pipes;        // every pipe of the communicator, by peer rank
   const HostTopology& topology;  // which ranks share a host (the same on every rank)
   int rank;
@@ -54,14 +58,38 @@ struct CollectiveRow {
   Schedule run;       // null for point to point
 };
 
+// One all-reduce algorithm: its schedule, where it can run and what it costs there.
 struct AllReduceRow {
   AllReduceAlgo algo;
   Schedule run;
+  // Whether it can run a call there (a forced algorithm that cannot runs the ring).
+  bool (*fits)(const AllReducePlace& place);
+  // Predicted microseconds on one host: `size` ranks over links of `cost`.
+  double (*predictOneHost)(size_t bytes, int size, const LinkCost& cost);
+  // Predicted microseconds across hosts, the two-level model (topology_choice.h).
+  double (*predict)(size_t bytes, const HostTopology& topology, const TwoLevelCost& cost);
+  // Bytes the busiest NIC carries in one direction, `nicsPerHost` NICs a host (local
+  // rank i on NIC i mod nicsPerHost): what predict() charges the inter-host rate for.
+  double (*hostLinkBytes)(size_t bytes, const HostTopology& topology, int nicsPerHost);
 };
+
+// Each defined in its algorithm's file.
+extern const AllReduceRow kRingAllReduce;               // ring_allreduce.cc
+extern const AllReduceRow kTreeAllReduce;               // tree_allreduce.cc
+extern const AllReduceRow kRecursiveDoublingAllReduce;  // recursive_doubling.cc
+extern const AllReduceRow kHierarchicalAllReduce;       // hierarchical_allreduce.cc
+
+// Every all-reduce algorithm, in the order auto breaks a tie in (the earlier row wins).
+// The first, the ring, fits everywhere.
+inline constexpr const AllReduceRow* kAllReduceAlgorithms[] = {
+    &kRingAllReduce, &kTreeAllReduce, &kRecursiveDoublingAllReduce, &kHierarchicalAllReduce};
+static_assert(kAllReduceAlgorithms[0] == &kRingAllReduce, "the fallback comes first");
 
 // The row of `kind`; find: null for a kind without one (a tag from a newer peer, say).
 const CollectiveRow& collectiveRow(CollectiveKind kind);
 const CollectiveRow* findCollectiveRow(CollectiveKind kind);
+// The row of `algo` (never kAuto); kInternal for an algorithm without one.
+const AllReduceRow& allReduceRow(AllReduceAlgo algo);
 // Whether the shape has a root (broadcast, reduce).
 bool rooted(BufferShape shape);
 // Runs args.call on its row's schedule (all-reduce and barrier: the row of call.algo).

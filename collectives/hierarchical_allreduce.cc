@@ -1,10 +1,13 @@
 #include "collectives/hierarchical_allreduce.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "base/error.h"
+#include "collectives/collective_table.h"
+#include "collectives/cost_model.h"
 #include "collectives/schedule_math.h"
 
 namespace gyre {
@@ -309,5 +312,85 @@ void hierarchicalAllReduce(const PrimitiveContext& base, const PeerPipes& pipes,
 
   allGather(inside, out);
 }
+
+namespace {
+
+bool hierFits(const AllReducePlace& p) { return p.topology && p.topology->hierarchical(); }
+
+// Each local index's ring across hosts carries 2(H-1)/H of its shard; the leaders-only
+// form's one ring of the leaders, of the whole buffer. Not hierarchical: the ring's.
+double hierHostLinkBytes(size_t bytes, const HostTopology& t, int nicsPerHost) {
+  if (!t.hierarchical()) return kRingAllReduce.hostLinkBytes(bytes, t, nicsPerHost);
+  const double s = static_cast<double>(bytes);
+  HostLoad load(t, nicsPerHost);
+  const int hosts = t.hostCount();
+  if (!t.even()) {
+    const std::vector<int> leaders = t.leaders();
+    for (int h = 0; h < hosts; ++h) {
+      load.edge(leaders[h], leaders[(h + 1) % hosts], 2.0 * (hosts - 1) / hosts * s);
+    }
+    return load.busiest();
+  }
+  const double shard = s / t.ranksPerHost();
+  for (int l = 0; l < t.ranksPerHost(); ++l) {
+    const std::vector<int> group = t.crossHostGroup(l);
+    for (int h = 0; h < hosts; ++h) {
+      load.edge(group[h], group[(h + 1) % hosts], 2.0 * (hosts - 1) / hosts * shard);
+    }
+  }
+  return load.busiest();
+}
+
+// 2(L-1) host steps at the intra alpha and 2(H-1) link steps at the inter one; the two
+// host phases and the phase across hosts one after the other, or overlapped when
+// pipelined.
+double hierPredict(size_t bytes, const HostTopology& t, const TwoLevelCost& cost) {
+  if (!t.hierarchical()) return kRingAllReduce.predict(bytes, t, cost);
+  const double s = static_cast<double>(bytes);
+  const double link = hierHostLinkBytes(bytes, t, cost.nicsPerHost) / cost.inter.bytesPerUs;
+  const double h = t.hostCount();
+  if (!t.even()) {
+    // Leaders-only: two chains of maxL - 1 hops over shm (each rank moves S per chain),
+    // the leaders' ring across hosts on the whole buffer.
+    const double l = t.maxRanksPerHost();
+    const double latency = 2 * (l - 1) * cost.intra.alphaUs + 2 * (h - 1) * cost.inter.alphaUs;
+    return latency + 2 * s / cost.intra.bytesPerUs +
+           std::max(link, 2 * (h - 1) / h * s / cost.intra.bytesPerUs);
+  }
+  const double l = t.ranksPerHost();
+  const double latency = 2 * (l - 1) * cost.intra.alphaUs + 2 * (h - 1) * cost.inter.alphaUs;
+  const double intraUs = 2 * (l - 1) / l * s / cost.intra.bytesPerUs;
+  const double interUs = std::max(link, 2 * (h - 1) / h * s / l / cost.intra.bytesPerUs);
+  // Pipelined over pieces (pieceElems above) beyond 2 default slots per local rank: the
+  // host's phases run while the link carries the previous piece, so the slower of the
+  // two counts, plus the first reduce-scatter and the last all-gather (about 1/8 of the
+  // other). Below: one phase after the other.
+  if (s > 2 * l * kPipelineSlotBytes) {
+    // Each piece's ring across hosts is a chain of 2(H-1) link hops of its own, one
+    // piece after the other, while the host phases of the neighbouring pieces run
+    // between its passes: the chains count with the link's time.
+    const double pieces = std::ceil(s / std::max(s / 8, 2 * l * kPipelineSlotBytes));
+    const double chainsUs = (pieces - 1) * 2 * (h - 1) * cost.inter.alphaUs;
+    const double acrossUs = interUs + chainsUs;
+    return latency + std::max(intraUs, acrossUs) + std::min(intraUs, acrossUs) / 8;
+  }
+  return latency + intraUs + interUs;
+}
+
+}  // namespace
+
+constinit const AllReduceRow kHierarchicalAllReduce = {
+    AllReduceAlgo::kHierarchical,
+    [](const ScheduleArgs& a) {
+      hierarchicalAllReduce(a.ctx, a.pipes, a.topology, a.rank, a.call, a.sendbuf, a.recvbuf);
+    },
+    hierFits,  // several hosts, one with >= 2 ranks
+    // One host has no hierarchy: the ring over the host's links.
+    [](size_t bytes, int size, const LinkCost& cost) {
+      return kRingAllReduce.predictOneHost(bytes, size, cost);
+    },
+    hierPredict,
+    hierHostLinkBytes,
+};
 
 }  // namespace gyre

@@ -59,8 +59,6 @@ Primitives::Primitives(const PrimitiveContext& ctx, const CollectiveCall& call,
   fillSlots_ = ctx.right && ctx.right->fillSlotsInPlace() &&
                (!ctx.right2 || ctx.right2->fillSlotsInPlace());
   readSlots_ = ctx.left && ctx.left->readSlotsInPlace();
-  // 8 MiB: with 4 ranks sharing a 32 MiB L3, plain stores won into a 4 MiB result (it
-  // stays cached for the reader) and streaming won from 16 MiB (host_kernels/stream_copy.h).
   streamOut_ = call.count * elemBytes_ >= kStreamOutMinBytes;
   moveBytes_ = ctx.moveBytes;
 }

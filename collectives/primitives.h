@@ -33,6 +33,7 @@
 #include <map>
 
 #include "collectives/collective.h"
+#include "collectives/tuning.h"
 #include "transport/pipe.h"
 
 namespace gyre {
@@ -72,8 +73,8 @@ class Primitives {
  public:
   // Calls whose count is at least this many bytes (all-gather, reduce-scatter: one
   // rank's block) stream results into user memory (host_kernels/stream_copy.h) where a
-  // slot is read in place: the ranks' buffers then outgrow the cache (primitives.cc).
-  static constexpr size_t kStreamOutMinBytes = size_t{8} << 20;
+  // slot is read in place: the ranks' buffers then outgrow the cache (collectives/tuning.h).
+  static constexpr size_t kStreamOutMinBytes = kTuning.streamOutMinBytes;
 
   // avgDivisor: for ReduceOp::kAvg, the final reduction step divides by it.
   Primitives(const PrimitiveContext& ctx, const CollectiveCall& call, uint32_t avgDivisor);

@@ -18,7 +18,7 @@ namespace gyre {
 
 // The partners of `rank` in schedule order (the fold partner first where there is one):
 // what the schedule below exchanges with, and what the topology's cost model counts
-// (collectives/topology_choice.cc).
+// (its row in recursive_doubling.cc).
 std::vector<int> recursiveDoublingPeers(int rank, int size);
 
 // Whether a call of `bytes` can run as recursive doubling over pipes of `slotBytes`.

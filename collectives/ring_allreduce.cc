@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "collectives/collective_table.h"
+#include "collectives/cost_model.h"
 #include "collectives/schedule_math.h"
 
 namespace gyre {
@@ -46,5 +48,55 @@ void ringAllReduce(const PrimitiveContext& ctx, int rank, int size, const Collec
   });
   prims.flush();
 }
+
+namespace {
+
+// 2(n-1) steps; 2(n-1)/n S bytes per rank.
+double ringOneHost(size_t bytes, int size, const LinkCost& cost) {
+  const double s = static_cast<double>(bytes) / cost.bytesPerUs;
+  const double n = size;
+  const double ringBytes = 2 * (n - 1) / n * s;
+  return cost.alphaUs * 2 * (n - 1) + ringBytes;
+}
+
+// Every edge r -> r + 1 carries 2(n-1)/n S.
+double ringHostLinkBytes(size_t bytes, const HostTopology& t, int nicsPerHost) {
+  const int n = t.size();
+  const double s = static_cast<double>(bytes);
+  HostLoad load(t, nicsPerHost);
+  for (int r = 0; r < n; ++r) load.edge(r, (r + 1) % n, 2.0 * (n - 1) / n * s);
+  return load.busiest();
+}
+
+// The mean alpha of the ring's hops r -> r + 1.
+double ringHopAlpha(const HostTopology& t, const TwoLevelCost& c) {
+  const int n = t.size();
+  double sum = 0;
+  for (int r = 0; r < n; ++r) sum += hopAlpha(t, c, r, (r + 1) % n);
+  return sum / n;
+}
+
+// 2(n-1) hops; the busiest link's bytes or the busiest rank's, whichever is slower.
+double ringPredict(size_t bytes, const HostTopology& t, const TwoLevelCost& cost) {
+  const double n = t.size();
+  const double s = static_cast<double>(bytes);
+  const double link = ringHostLinkBytes(bytes, t, cost.nicsPerHost) / cost.inter.bytesPerUs;
+  const double ringRankBytes = 2 * (n - 1) / n * s;
+  return ringHopAlpha(t, cost) * 2 * (n - 1) +
+         std::max(link, ringRankBytes / cost.intra.bytesPerUs);
+}
+
+}  // namespace
+
+constinit const AllReduceRow kRingAllReduce = {
+    AllReduceAlgo::kRing,
+    [](const ScheduleArgs& a) {
+      ringAllReduce(a.ctx, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
+    },
+    [](const AllReducePlace&) { return true; },  // any ranks, any buffer
+    ringOneHost,
+    ringPredict,
+    ringHostLinkBytes,
+};
 
 }  // namespace gyre

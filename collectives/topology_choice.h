@@ -2,8 +2,9 @@
 // collectives/algorithm_choice.h with a second level. Inside a host the links are the
 // flat model's (shm, or tcp when GYRE_TRANSPORT=tcp); between hosts each host has
 // nicsPerHost NICs (GYRE_NICS_PER_HOST; local rank i on NIC i mod N) of `inter` cost
-// each, a NIC shared by every pipe of its ranks that leaves the host. Per algorithm,
-// predicted microseconds =
+// each, a NIC shared by every pipe of its ranks that leaves the host. Per algorithm
+// (its row's predict(), in the algorithm's own file: collective_table.h), predicted
+// microseconds =
 //
 //   latency  the algorithm's critical chain of hops, each hop at the alpha of its kind
 //            (inside a host intra's, across hosts inter's): the ring's 2(n-1) hops,
@@ -25,7 +26,7 @@
 //
 // The inter-host constants: measured at creation by a probe between two host leaders
 // (ring/host_link_calibration.h: one NIC's rate), else the fixed ones of
-// topology_choice.cc.
+// collectives/tuning.h.
 //
 // So on link-bound networks the tree (which sends about 2S per inner rank, against the
 // ring's 2(n-1)/n S) loses to the ring, and the hierarchical schedule (2(H-1)/H S per
@@ -41,19 +42,13 @@
 
 #include "collectives/algorithm_choice.h"
 #include "collectives/collective.h"
+#include "collectives/cost_model.h"
 #include "collectives/host_topology.h"
 
 namespace gyre {
 
-struct TwoLevelCost {
-  LinkCost intra;  // between ranks of one host
-  LinkCost inter;  // alphaUs per hop between hosts, bytesPerUs of one host's link
-  bool measured = false;  // inter from the creation probe (collectives/link_probe.h)
-  int nicsPerHost = 1;    // GYRE_NICS_PER_HOST: NICs a host's cross-host bytes spread over
-};
-
 // The table's entry: intra-host from linkCost(intraShm), inter-host the fixed constants
-// measured once on shaped links between network namespaces (topology_choice.cc).
+// of collectives/tuning.h.
 TwoLevelCost twoLevelCost(bool intraShm, int nicsPerHost = 1);
 // The same with inter-host alpha and bytesPerUs measured on this communicator's links;
 // either <= 0 (the probe did not run): the fixed constants.
@@ -61,16 +56,19 @@ TwoLevelCost twoLevelCost(bool intraShm, double interAlphaUs, double interBytesP
                           int nicsPerHost = 1);
 
 // Bytes the busiest NIC carries in one direction for an all-reduce of `bytes`, with
-// `nicsPerHost` NICs a host (local rank i on NIC i mod nicsPerHost).
+// `nicsPerHost` NICs a host (local rank i on NIC i mod nicsPerHost): the row's
+// hostLinkBytes (collective_table.h).
 double busiestHostLinkBytes(AllReduceAlgo algo, size_t bytes, const HostTopology& topology,
                             int nicsPerHost = 1);
 
+// The row's predict().
 double predictTopologyMicros(AllReduceAlgo algo, size_t bytes, const HostTopology& topology,
                              const TwoLevelCost& cost);
 
-// The algorithm for a call: options.algo when forced (hier falls back to the ring when
-// !topology.hierarchical(), rd to the ring when it does not fit a slot), else the
-// cheapest prediction. allShm/intraShm: the communicator's transport facts.
+// The algorithm for a call: options.algo when forced and it fits (hier needs
+// topology.hierarchical(), rd a buffer that fits a slot; else the ring), else the row
+// that fits with the cheapest prediction (pickAllReduce). One host: chooseAllReduce.
+// allShm/intraShm: the communicator's transport facts.
 AllReduceAlgo chooseForTopology(const Options& options, size_t bytes,
                                 const HostTopology& topology, bool allShm, bool intraShm);
 AllReduceAlgo chooseForTopology(const Options& options, size_t bytes,

@@ -5,7 +5,10 @@
 
 #include "base/error.h"
 #include "base/options.h"
+#include "collectives/collective_table.h"
+#include "collectives/cost_model.h"
 #include "collectives/double_tree.h"
+#include "collectives/schedule_math.h"
 #include "collectives/tree_clock.h"
 
 // NCCL's runTreeUpDown, for two trees on one thread: per tree and role a few primitives,
@@ -120,7 +123,7 @@ void treeAllReduce(const PrimitiveContext& base, const PeerPipes& pipes, int ran
   // the default slot whatever the pipes hold: a slice climbs and comes down the tree's
   // depth before the pipeline runs full, so the tree pays its size per level (4 x 1
   // ranks, 2 Gbit/s tcp, 2-8 MiB: 63-68% of the link with 512 KiB slices, 71% with 128 KiB).
-  // The cost model's tree assumes the same (topology_choice.cc, kPipelineSlotBytes).
+  // The cost model's tree assumes the same (kPipelineSlotBytes, collectives/cost_model.h).
   const size_t slice = std::min({trees[0].sliceElems(), trees[1].sliceElems(),
                                  std::max<size_t>(1, Options::kSlotBytes / dtypeSize(call.dtype))});
   if (slice == 0) {
@@ -143,5 +146,97 @@ void treeAllReduce(const PrimitiveContext& base, const PeerPipes& pipes, int ran
   }
   for (TreeRank& tree : trees) tree.flush();
 }
+
+namespace {
+
+// 2 floor(log2 n) + 2 steps (up, down, and the pipeline's fill); the ring's bytes times
+// the measured ratio for this rank count (collectives/tuning.h).
+double treeOneHost(size_t bytes, int size, const LinkCost& cost) {
+  const double s = static_cast<double>(bytes) / cost.bytesPerUs;
+  const double n = size;
+  const double ringBytes = 2 * (n - 1) / n * s;
+  return cost.alphaUs * (2 * floorLog2(size) + 2) +
+         cost.treeBytesRatio[std::min(size, 8)] * ringBytes;
+}
+
+// Each tree edge carries its tree's half both ways.
+double treeHostLinkBytes(size_t bytes, const HostTopology& t, int nicsPerHost) {
+  const int n = t.size();
+  const double s = static_cast<double>(bytes);
+  HostLoad load(t, nicsPerHost);
+  for (int r = 0; r < n; ++r) {
+    const DoubleTree dt = doubleBinaryTree(r, n);
+    for (const TreeLinks& links : dt.tree) {
+      if (links.parent < 0) continue;
+      load.edge(r, links.parent, s / 2);  // up: this tree's half
+      load.edge(links.parent, r, s / 2);  // down
+    }
+  }
+  return load.busiest();
+}
+
+// The critical chain: the path from the deepest rank up to the root (tree 0; tree 1
+// mirrors it), which a slice climbs and then descends. Its summed alpha and how many of
+// its hops cross hosts: near the leaves the hops stay inside a host, near the root they
+// cross, so the mean over all edges would undercount the crossings.
+struct TreePath {
+  double alpha = 0;  // one way
+  int hops = 0;
+  int crossings = 0;
+};
+TreePath treePath(const HostTopology& t, const TwoLevelCost& c) {
+  const int n = t.size();
+  int deepest = 0, depth = -1;
+  for (int r = 0; r < n; ++r) {
+    const int d = doubleBinaryTree(r, n).tree[0].depth;
+    if (d > depth) {
+      depth = d;
+      deepest = r;
+    }
+  }
+  TreePath path;
+  for (int r = deepest, guard = 0; guard < n; ++guard) {  // a path has < n hops
+    const int parent = doubleBinaryTree(r, n).tree[0].parent;
+    if (parent < 0) break;
+    path.alpha += hopAlpha(t, c, r, parent);
+    path.crossings += t.hostOf[r] != t.hostOf[parent];
+    ++path.hops;
+    r = parent;
+  }
+  return path;
+}
+
+double treePredict(size_t bytes, const HostTopology& t, const TwoLevelCost& cost) {
+  const double n = t.size();
+  const double s = static_cast<double>(bytes);
+  const double link = treeHostLinkBytes(bytes, t, cost.nicsPerHost) / cost.inter.bytesPerUs;
+  const double ringRankBytes = 2 * (n - 1) / n * s;
+  const double tree = cost.intra.treeBytesRatio[std::min(t.size(), 8)];
+  // The pipeline's fill: a slice climbs floor(log2 n) hops and comes down as many before
+  // the first one is done, each hop moving a whole slice (one slot, or the half-buffer
+  // when smaller), reduced by the CPU and, on cross edges, over the link: with one slice
+  // a tree, most of the call.
+  const TreePath path = treePath(t, cost);
+  const double slice = std::min(s / 2, kPipelineSlotBytes);
+  const double fillUs = 2 * (path.hops * slice / cost.intra.bytesPerUs +
+                             path.crossings * slice / cost.inter.bytesPerUs);
+  // 2 floor(log2 n) + 2 steps: up and down the path, and the pipeline's two extra.
+  const double meanAlpha = path.hops > 0 ? path.alpha / path.hops : cost.inter.alphaUs;
+  return 2 * path.alpha + 2 * meanAlpha + fillUs +
+         std::max(link, tree * ringRankBytes / cost.intra.bytesPerUs);
+}
+
+}  // namespace
+
+constinit const AllReduceRow kTreeAllReduce = {
+    AllReduceAlgo::kTree,
+    [](const ScheduleArgs& a) {
+      treeAllReduce(a.ctx, a.pipes, a.rank, a.size, a.call, a.sendbuf, a.recvbuf);
+    },
+    [](const AllReducePlace&) { return true; },  // any ranks, any buffer
+    treeOneHost,
+    treePredict,
+    treeHostLinkBytes,
+};
 
 }  // namespace gyre

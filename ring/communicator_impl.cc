@@ -168,19 +168,19 @@ void Communicator::Impl::finishCreation(Join& join) {
   for (auto& [peer, pipe] : pipes_.send) peerPipes_.send[peer] = pipe.get();
   for (auto& [peer, pipe] : pipes_.recv) peerPipes_.recv[peer] = pipe.get();
   if (size_ > 1) {
-    ring_.left = pipes_.recv.at((rank_ + size_ - 1) % size_).get();
-    ring_.right = pipes_.send.at((rank_ + 1) % size_).get();
+    ctx_.left = pipes_.recv.at((rank_ + size_ - 1) % size_).get();
+    ctx_.right = pipes_.send.at((rank_ + 1) % size_).get();
   }
   std::vector<SendPipe*> send;
   std::vector<RecvPipe*> recv;
   for (auto& [peer, pipe] : pipes_.send) send.push_back(pipe.get());
   for (auto& [peer, pipe] : pipes_.recv) recv.push_back(pipe.get());
   inspector_.attach(std::move(send), std::move(recv));
-  ring_.timeout = options_.timeout;
-  ring_.spin = options_.spin;
-  ring_.aborted = &aborted_;
-  ring_.rank = rank_;
-  ring_.inspector = &inspector_;
+  ctx_.timeout = options_.timeout;
+  ctx_.spin = options_.spin;
+  ctx_.aborted = &aborted_;
+  ctx_.rank = rank_;
+  ctx_.inspector = &inspector_;
   recorder_ = std::make_unique<FlightRecorder>(options_.traceBuffer, rank_, size_, prefix_);
   if (Timeline* timeline = Timeline::active()) timeline->bindRank(rank_);  // the first wins
   inspector_.record(recorder_.get(), options_.traceDir);
@@ -194,7 +194,7 @@ void Communicator::Impl::finishCreation(Join& join) {
     log(LogLevel::kInfo, rank_, "GYRE_ALGO=hier: {}, running the flat ring instead",
         topology_.whyFlat());
   }
-  cost_ = calibrateHostLinks(*prefixedStore(store_, prefix_, options_.token), ring_, peerPipes_,
+  cost_ = calibrateHostLinks(*prefixedStore(store_, prefix_, options_.token), ctx_, peerPipes_,
                              topology_, rank_, options_, pipes_.allShm,
                              options_.transport != TransportKind::kTcp,
                              [&] { join.checkAlarms(); });
@@ -235,7 +235,7 @@ void Communicator::Impl::run(CollectiveCall call, const void* sendbuf, void* rec
   execute(call, record, [&] {
     if (size_ == 1) return runSingle(call, sendbuf, recvbuf, blocks);
     runSchedule(
-        ScheduleArgs{ring_, peerPipes_, topology_, rank_, size_, call, sendbuf, recvbuf, blocks});
+        ScheduleArgs{ctx_, peerPipes_, topology_, rank_, size_, call, sendbuf, recvbuf, blocks});
   });
 }
 
@@ -247,7 +247,7 @@ void Communicator::Impl::runSend(CollectiveCall call, int peer, const void* buf,
   }
   call.seq = sendSeq_[peer]++;
   call.root = rank_;
-  execute(call, record, [&] { sendTo(ring_, peerPipes_, call, peer, buf); });
+  execute(call, record, [&] { sendTo(ctx_, peerPipes_, call, peer, buf); });
 }
 
 void Communicator::Impl::runRecv(CollectiveCall call, int peer, void* buf, uint64_t record) {
@@ -257,7 +257,7 @@ void Communicator::Impl::runRecv(CollectiveCall call, int peer, void* buf, uint6
   }
   call.seq = recvSeq_[peer]++;
   call.root = peer;
-  execute(call, record, [&] { recvFrom(ring_, peerPipes_, call, peer, buf); });
+  execute(call, record, [&] { recvFrom(ctx_, peerPipes_, call, peer, buf); });
 }
 
 void Communicator::Impl::runSendRecv(CollectiveCall send, int sendPeer, const void* sendbuf,
@@ -272,7 +272,7 @@ void Communicator::Impl::runSendRecv(CollectiveCall send, int sendPeer, const vo
   recv.seq = recvSeq_[recvPeer]++;
   recv.root = recvPeer;
   execute(send, record, [&] {
-    gyre::sendRecv(ring_, peerPipes_, send, sendPeer, sendbuf, recv, recvPeer, recvbuf);
+    gyre::sendRecv(ctx_, peerPipes_, send, sendPeer, sendbuf, recv, recvPeer, recvbuf);
   });
 }
 

@@ -171,7 +171,7 @@ class Communicator::Impl {
   int shrinks_ = 0;      // shrink() calls so far (the same on every survivor)
   int grows_ = 0;        // grow() calls so far (the same on every rank)
   PipeSet pipes_;
-  PrimitiveContext ring_;
+  PrimitiveContext ctx_;  // every schedule's base: ring neighbours' pipes, timeouts, abort flag
   PeerPipes peerPipes_;
   HostTopology topology_;  // from pipes_.hostIds: the same on every rank
   TwoLevelCost cost_;      // the two-level model's constants (probed at creation)

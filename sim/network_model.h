@@ -37,6 +37,8 @@
 #include <utility>
 #include <vector>
 
+#include "collectives/tuning.h"
+
 namespace gyre::sim {
 
 struct NetworkModel {
@@ -56,13 +58,14 @@ struct NetworkModel {
   double tcpPayloadShare = 1448.0 / 1514.0;
   int hostsPerLeaf = 0;          // 0: every host on one switch
   double oversub = 1;            // a leaf's uplink capacity = its NICs' / oversub
-  double shmBytesPerUs = 3500;   // one rank's copy rate into a peer's slot
-  double shmAlphaUs = 2;         // a hand-off through shared memory (doorbell, wake-up)
+  // Inside a host, the cost model's shm row (collectives/tuning.h): a one-host ring then
+  // predicts what the model does.
+  double shmBytesPerUs = kTuning.shm.bytesPerUs;  // one rank's copy rate into a peer's slot
+  double shmAlphaUs = kTuning.shm.alphaUs;  // a hand-off through shared memory (doorbell, wake-up)
   double hostMemBytesPerUs = 0;  // a host's memory bus, shared by its ranks; 0: unlimited
   double sliceOverheadUs = 1;    // CPU per slice at each end
-  // The receiver's reduction or copy out of a slot: the shm table's 3.5 GB/s (a one-host
-  // ring then predicts what collectives/algorithm_choice.cc's measured table holds).
-  double cpuBytesPerUs = 3500;
+  // The receiver's reduction or copy out of a slot: the shm row's rate too.
+  double cpuBytesPerUs = kTuning.shm.bytesPerUs;
 
   static constexpr double kFrameOverhead = 40;  // gyre's frame header + tag per slice
 

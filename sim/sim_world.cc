@@ -55,9 +55,9 @@ SimWorld::SimWorld(const SimOptions& options)
       for (int p : schedulePeers(r, topology_)) connect(r, p);
     }
   }
-  ring_.resize(static_cast<size_t>(size_));
+  ctx_.resize(static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r) {
-    PrimitiveContext& c = ring_[static_cast<size_t>(r)];
+    PrimitiveContext& c = ctx_[static_cast<size_t>(r)];
     c.left = pipes_[static_cast<size_t>(r)].recv.at((r + size_ - 1) % size_);
     c.right = pipes_[static_cast<size_t>(r)].send.at((r + 1) % size_);
     c.timeout = std::chrono::hours(1);  // virtual waits never time out; a deadlock is found
@@ -99,9 +99,9 @@ SimResult SimWorld::runCall(const CollectiveCall& call, const BufferFn& buffers,
     connectRing(topology_.hostOrderFrom(call.root));  // the two-level chain (peer_set.h)
   }
   SimResult result = runBodies(
-      [&](int r, const PrimitiveContext& ring, const PeerPipes& pipes) {
+      [&](int r, const PrimitiveContext& ctx, const PeerPipes& pipes) {
         auto [send, recv] = buffers(r);
-        runSchedule(ScheduleArgs{ring, pipes, topology_, r, size_, call, send, recv});
+        runSchedule(ScheduleArgs{ctx, pipes, topology_, r, size_, call, send, recv});
       },
       after);
   result.algo = call.algo;
@@ -136,7 +136,7 @@ SimResult SimWorld::runBodies(const RankBody& body, bool after) {
   for (auto& [key, channel] : channels_) channel->reset(start);
   counters_ = SimCounters{};
   scheduler_.run(
-      [&](int r) { body(r, ring_[static_cast<size_t>(r)], pipes_[static_cast<size_t>(r)]); });
+      [&](int r) { body(r, ctx_[static_cast<size_t>(r)], pipes_[static_cast<size_t>(r)]); });
   return SimResult{scheduler_.latest() - start, 0, counters_};
 }
 

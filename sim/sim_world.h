@@ -93,7 +93,7 @@ class SimWorld {
   // Runs body(rank, ctx, pipes) on every rank instead of a collective: for schedules
   // outside the table (tests of a deliberately wrong order).
   using RankBody =
-      std::function<void(int rank, const PrimitiveContext& ring, const PeerPipes& pipes)>;
+      std::function<void(int rank, const PrimitiveContext& ctx, const PeerPipes& pipes)>;
   // after: start when the previous run's last rank finished, with the links as it left
   // them (else every rank starts at 0 on idle links).
   SimResult runBodies(const RankBody& body, bool after = false);
@@ -113,7 +113,7 @@ class SimWorld {
   SimCounters counters_;
   std::map<std::pair<int, int>, std::unique_ptr<SimChannel>> channels_;
   std::vector<PeerPipes> pipes_;
-  std::vector<PrimitiveContext> ring_;
+  std::vector<PrimitiveContext> ctx_;  // each rank's base context for the schedules
   std::atomic<bool> aborted_{false};
   uint32_t seq_ = 0;
 };

@@ -62,7 +62,7 @@ TEST(AlgorithmChoice, AutoFollowsTheModelAndTheMeasuredCrossovers) {
       }
     }
   }
-  // The crossovers measured on the development VM (collectives/algorithm_choice.cc's table):
+  // The crossovers of collectives/tuning.h's constants:
   // latency-bound calls are recursive doubling, 8 ranks over tcp take the tree from
   // 128 KiB on, 8 ranks over shm the ring for large buffers, 4 ranks the tree.
   EXPECT_EQ(chooseAllReduce(o, 8, 8, false), AllReduceAlgo::kRecursiveDoubling);
@@ -125,9 +125,9 @@ TEST(AlgorithmChoice, TheAlgorithmIsPartOfTheTag) {
 
 // The projection in docs/DESIGN.md: the two-level model's predicted all-reduce time for
 // ring, tree and hier at 8..1024 ranks, 8 per host, on 100 Gbit/s host links (12500
-// bytes/us, alpha 10 us per hop), inside a host this machine's shm constants (2 us,
-// 3.5 GB/s) and a server's (20 GB/s); printed as the markdown tables the notes carry.
-// Checks the shape the notes claim.
+// bytes/us, alpha 10 us per hop), inside a host the shm row of collectives/tuning.h
+// (2 us, 3.5 GB/s) and a server's (20 GB/s); printed as markdown tables. Checks the shape
+// docs/DESIGN.md claims.
 // hierUpTo: the most hosts at which hier is claimed to win at 256 MiB.
 void projection(const TwoLevelCost& cost, int hierUpTo) {
   const size_t sizes[] = {8, size_t{1} << 20, size_t{256} << 20};
@@ -160,8 +160,8 @@ void projection(const TwoLevelCost& cost, int hierUpTo) {
 
 TEST(TopologyChoice, ProjectionTable) {
   TwoLevelCost cost = twoLevelCost(true, 10.0, 12500.0);
-  std::printf("intra-host: shm as measured here (%.0f us, %.0f bytes/us)\n", cost.intra.alphaUs,
-              cost.intra.bytesPerUs);
+  std::printf("intra-host: the shm row of collectives/tuning.h (%.0f us, %.0f bytes/us)\n",
+              cost.intra.alphaUs, cost.intra.bytesPerUs);
   projection(cost, 1 << 30);
   cost.intra.bytesPerUs = 20000;
   std::printf("intra-host: 20 GB/s\n");

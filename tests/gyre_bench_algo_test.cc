@@ -89,7 +89,7 @@ TEST_F(GyreBenchTest, CalibrateFitsTheRingModel) {
                                 steps / ranks * (16 << 20) / (std::stod(fit["gbps"]) * 1000);
     EXPECT_NEAR(predicted16M, std::stod(ring["16M"]), 0.01 * std::stod(ring["16M"])) << r.out;
     EXPECT_EQ(
-        countLinesStartingWith(r.out, "calibration: for collectives/algorithm_choice.cc's table"),
+        countLinesStartingWith(r.out, "calibration: for collectives/tuning.h's table"),
         1u)
         << r.out;
   }

@@ -48,13 +48,13 @@ void checkOneSlice(double burstBytes) {
   call.kind = CollectiveKind::kSendRecv;
   call.dtype = DataType::kUint8;
   call.count = bytes;
-  SimResult res = w.runBodies([&](int rank, const PrimitiveContext& ring, const PeerPipes& pipes) {
+  SimResult res = w.runBodies([&](int rank, const PrimitiveContext& ctx, const PeerPipes& pipes) {
     if (rank == 0) {
-      Primitives p(linked(ring, pipes, -1, 1), call, 1);
+      Primitives p(linked(ctx, pipes, -1, 1), call, 1);
       p.send(buf.data(), bytes);
     } else {
       std::vector<std::byte> got(bytes);
-      Primitives p(linked(ring, pipes, 0, -1), call, 1);
+      Primitives p(linked(ctx, pipes, 0, -1), call, 1);
       p.recv(got.data(), bytes);
       EXPECT_EQ(std::memcmp(got.data(), buf.data(), bytes), 0);
     }
@@ -125,9 +125,9 @@ TEST(SimDeadlock, ReceiveBeforeSendIsNamed) {
   SimWorld w(optionsFor({2, 2}, true));
   CollectiveCall call = allReduceCall(4);
   try {
-    w.runBodies([&](int, const PrimitiveContext& ring, const PeerPipes&) {
+    w.runBodies([&](int, const PrimitiveContext& ctx, const PeerPipes&) {
       float buf[4] = {1, 2, 3, 4};
-      Primitives p(ring, call, 4);
+      Primitives p(ctx, call, 4);
       p.recv(buf, 4);
       p.send(buf, 4);
     });
@@ -148,9 +148,9 @@ TEST(SimDeadlock, SendAheadOfCreditsIsNamed) {
   SimWorld w(o);
   CollectiveCall call = allReduceCall(16);
   try {
-    w.runBodies([&](int, const PrimitiveContext& ring, const PeerPipes&) {
+    w.runBodies([&](int, const PrimitiveContext& ctx, const PeerPipes&) {
       float buf[16] = {};
-      Primitives p(ring, call, 3);
+      Primitives p(ctx, call, 3);
       for (int i = 0; i < 3; ++i) p.send(buf, 16);
       for (int i = 0; i < 3; ++i) p.recv(buf, 16);
     });
@@ -172,10 +172,10 @@ TEST(SimDeadlock, SendAheadOfCreditsIsNamed) {
 TEST(SimDeadlock, MismatchIsReportedAsMismatch) {
   SimWorld w(optionsFor({3}, true));
   try {
-    w.runBodies([&](int rank, const PrimitiveContext& ring, const PeerPipes&) {
+    w.runBodies([&](int rank, const PrimitiveContext& ctx, const PeerPipes&) {
       float buf[8] = {};
       CollectiveCall call = allReduceCall(rank == 1 ? 4 : 8);
-      Primitives p(ring, call, 3);
+      Primitives p(ctx, call, 3);
       p.send(buf, call.count);
       p.recv(buf, call.count);
     });
