@@ -3,7 +3,7 @@
 // leaders of hosts 0 and 1 run collectives/link_probe.h over their pipe and publish what
 // each measured in the communicator's store; every rank reads the same two strings, so
 // every rank builds the same TwoLevelCost and makes the same choices. Where the probe
-// does not run, or fails (it logs why), the fixed constants of topology_choice.cc.
+// does not run, or fails (it logs why), the fixed constants of collectives/tuning.h.
 // At GYRE_DEBUG=INFO rank 0 logs the numbers and what auto picks per size band.
 //
 // Contract: collective over the communicator (every rank calls it once, after the
