@@ -185,7 +185,7 @@ step() {   # step NAME COMMAND...: runs it, logs it, names it on failure
     echo "---- last lines of step $name ----" >&2
     tail -40 "/fresh-logs/$name.log" >&2
     echo "---- what its log says is missing ----" >&2
-    grep -E "No such file or directory|No module named|command not found|not found|Unable to locate package|Could NOT find|Could not find|could be found|cannot find -l" \
+    grep -E "No such file or directory|No module named|command not found|not found|Unable to locate package|Could NOT find|Could not find|could be found|unable to find|COMPILER not set|cannot find -l" \
       "/fresh-logs/$name.log" | grep -v '^--' | sort -u | head -20 >&2
     echo "fresh_machine_test: FAILED at step $name ($* exited non-zero after $((SECONDS - t0)) s; log: $name.log)" >&2
     exit 1
