@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The README's two commands on a brand-new Debian 12 machine: proves that the project's own
-# scripts install everything they need, which a test run on a development machine (where
-# packages installed by hand stay) cannot see.
+# docs/install.md's plain install and the README's two commands on a brand-new Debian 12
+# machine: proves that the page's package list and the project's own scripts install
+# everything they need, which a test run on a development machine (where packages
+# installed by hand stay) cannot see.
 #
 #   tools/fresh_machine_test.sh [COMMIT]        default: HEAD (committed work only)
 #   GYRE_FRESH_STEPS=plain tools/fresh_machine_test.sh    only some steps (a comma list;
