@@ -52,6 +52,7 @@ test_packages=(
   openmpi-bin libopenmpi-dev                      # mpirun tests; gyre-bench's MPI bootstrap
   slurm-wlm                                       # srun tests (tools/slurm_local.sh)
   clang                                           # libFuzzer targets (fuzz/)
+  libclang-rt-14-dev                              # their libFuzzer and sanitizer runtimes (only a Recommends of clang's)
   python3                                         # install_consumer_test: libgyre_c.so from ctypes
   python3-venv                                    # torch_pip_install_debian: venvs over Debian's torch
   python3-pip                                     # tools/torch_venv.sh: expecttest for Debian's python
