@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# The README's first command: install what is missing, build, and run the main job:
-# a 4-rank all-reduce benchmark over loopback (then a short training run, once
-# gyre-train exists).
+# The README's first command: install what is missing (tools/setup.sh demo), build, and
+# run the main job: a 4-rank all-reduce benchmark over loopback, a short gyre-train run
+# and a short DDP training on Debian's torch, backend gyre next to gloo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tools/setup.sh
-# The programs the demo runs, not the test suite (tools/test.sh builds that).
-BUILD_TARGETS="gyrerun gyre-store gyre-bench gyre-train" tools/build.sh
+# Only what the demo needs: the library's packages, gyre-train's, Debian's torch, ninja and
+# ccache (tools/setup.sh test installs the rest, for tools/test.sh).
+tools/setup.sh demo
+# The programs the demo runs, not the test suite (tools/test.sh builds that). A new build
+# folder is configured without the tests, whose GoogleTest the demo does not install; one
+# already configured keeps what it has.
+config=()
+[ -f "${BUILD_DIR:-build}/build.ninja" ] || config=(-DGYRE_BUILD_TESTS=OFF)
+BUILD_TARGETS="gyrerun gyre-store gyre-bench gyre-train" tools/build.sh "${config[@]}"
 bin=${BUILD_DIR:-build}/bin
 echo "== gyrerun -n 4 gyre-bench -b 8 -e 32M -f 4 -c 1"
 "$bin/gyrerun" -n 4 "$bin/gyre-bench" -b 8 -e 32M -f 4 -c 1

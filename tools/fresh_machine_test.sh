@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
-# The README's two commands on a brand-new Debian 12 machine: proves that the project's own
-# scripts install everything they need, which a test run on a development machine (where
-# packages installed by hand stay) cannot see.
+# docs/install.md's plain install and the README's two commands on a brand-new Debian 12
+# machine: proves that the page's package list and the project's own scripts install
+# everything they need, which a test run on a development machine (where packages
+# installed by hand stay) cannot see.
 #
 #   tools/fresh_machine_test.sh [COMMIT]        default: HEAD (committed work only)
+#   GYRE_FRESH_STEPS=plain tools/fresh_machine_test.sh    only some steps (a comma list;
+#                                                         default plain,demo,build,ctest)
 #
 # What it does, each step named in its output and, on failure, in its last line:
 #   root    a minimal Debian 12 root (mmdebstrap --variant=minbase, what containers and
 #           cloud images are; made once, ~20 s, kept as a tarball in the cache) unpacked
-#           into a new folder, the commit cloned into /src
+#           into a new folder, the commit cloned into /src (always)
+#   plain   a user's install by docs/install.md, without our scripts, in the clean root:
+#           apt-get install --no-install-recommends of exactly its library block (the
+#           packages `tools/setup.sh --list library` reads from it), the plain build
+#           (cmake -DGYRE_BUILD_TESTS=OFF -DGYRE_BUILD_BENCH=OFF, Makefiles, no ccache) in
+#           /src/build-plain, `cmake --install` to /opt/gyre, then tests/install_consumer's
+#           project built through find_package(gyre) against /opt/gyre, static and shared,
+#           each running 2 ranks whose all-reduce results it checks exactly
 #   demo    tools/demo.sh in full (install, build, gyre-bench, gyre-train, DDP on gyre
 #           and gloo), which must end with the DDP line of each backend
 #   build   the install and build steps of tools/test.sh's suite stage (tools/test.sh
@@ -28,8 +38,9 @@
 # GYRE_FRESH_COLD=1 starts with empty caches (a first run on a new machine).
 #
 # Proving it can fail: GYRE_FRESH_DROP_PACKAGE=NAME removes NAME from tools/setup.sh's
-# list inside the root before anything runs (e.g. pybind11-dev: step demo fails, and the
-# lines that name the missing file are printed).
+# lists and from docs/install.md's library block inside the root before anything runs
+# (e.g. libfmt-dev: step plain fails on CMake's "Could not find ... fmt"; pybind11-dev:
+# step demo fails; the lines that name what is missing are printed).
 #
 # Needs root (mounts, chroot); exits 77 (ctest's skip), saying why, where it cannot run,
 # unless GYRE_REQUIRE_FRESH=1 (then 1). Logs: $GYRE_FRESH_CACHE/logs/<step>.log.
@@ -53,6 +64,12 @@ logs=$cache/logs   # kept after a cold run too
 #   Slurm.SrunRunsGyreBench... slurmctld, slurmd and srun from slurm-wlm (tools/slurm_local.sh)
 entries=${GYRE_FRESH_CTEST:-'^(torch_pip_install_debian|OpenMpi\.OneHostGyreBenchAndGyreTrain|Slurm\.SrunRunsGyreBenchAndGyreTrain|rdma_vm)$'}
 expected=${GYRE_FRESH_CTEST_COUNT:-4}
+steps=${GYRE_FRESH_STEPS:-plain,demo,build,ctest}
+for s in ${steps//,/ }; do
+  case $s in plain|demo|build|ctest) ;;
+    *) echo "fresh_machine_test: unknown step '$s' (plain, demo, build, ctest)" >&2; exit 2 ;;
+  esac
+done
 
 say() { echo "fresh_machine_test: [$(date +%T)] $*" >&2; }
 skip() {
@@ -110,9 +127,52 @@ echo 'Binary::apt::APT::Keep-Downloaded-Packages "true";' >"$root/etc/apt/apt.co
 git clone -q --no-checkout "$proj" "$root/src"
 git -C "$root/src" checkout -q "$commit"
 if [ -n "${GYRE_FRESH_DROP_PACKAGE:-}" ]; then
-  say "dropping ${GYRE_FRESH_DROP_PACKAGE} from tools/setup.sh's list (a check that this test fails)"
-  sed -i -E "s/(^|[[:space:]])${GYRE_FRESH_DROP_PACKAGE}([[:space:]]|$)/\1\2/" "$root/src/tools/setup.sh"
+  drop=${GYRE_FRESH_DROP_PACKAGE}
+  say "dropping $drop from tools/setup.sh's lists and docs/install.md's library block (a check that this test fails)"
+  bash "$root/src/tools/setup.sh" --list test | grep -xF -- "$drop" >/dev/null ||
+    { say "FAILED at step root: $drop is in none of the lists (tools/setup.sh --list test)"; exit 1; }
+  re="(^|[[:space:]])$(sed 's/[.+]/\\&/g' <<<"$drop")([[:space:]]|$)"
+  sed -i -E "s/$re/\1\2/" "$root/src/tools/setup.sh"
+  # In install.md only between the marker and its block's closing fence.
+  range=$(awk '/<!-- prerequisites:library -->/ { m = NR } m && /^```/ && ++f == 2 { print m "," NR; exit }' \
+            "$root/src/docs/install.md")
+  [ -n "$range" ] || { say "FAILED at step root: no marked library block in docs/install.md"; exit 1; }
+  sed -i -E "${range}s/$re/\1\2/" "$root/src/docs/install.md"
+  ! bash "$root/src/tools/setup.sh" --list test | grep -xF -- "$drop" >/dev/null ||
+    { say "FAILED at step root: $drop is still listed after dropping it"; exit 1; }
 fi
+
+# Step plain, run inside the root: what docs/install.md tells a user, and nothing of
+# tools/ but the list it reads from the page.
+cat >"$root/fresh-plain.sh" <<'EOF'
+set -euo pipefail
+cd /src
+packages=$(tools/setup.sh --list library | tr '\n' ' ')
+echo "== docs/install.md's library prerequisites: $packages"
+apt-get update -qq
+# shellcheck disable=SC2086  # one word a package
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $packages
+echo "== the plain build"
+cmake -S . -B build-plain -DGYRE_BUILD_TESTS=OFF -DGYRE_BUILD_BENCH=OFF
+cmake --build build-plain -j "$(nproc)"
+cmake --install build-plain --prefix /opt/gyre
+echo "== a project of its own: find_package(gyre) with CMAKE_PREFIX_PATH=/opt/gyre"
+mkdir -p /tmp/consumer-src
+cp tests/install_consumer/CMakeLists.txt tests/install_consumer/consumer.cc /tmp/consumer-src/
+cmake -S /tmp/consumer-src -B /tmp/consumer -DCMAKE_PREFIX_PATH=/opt/gyre
+found=$(sed -n 's/^gyre_DIR:PATH=//p' /tmp/consumer/CMakeCache.txt)
+case $found in /opt/gyre/*) ;; *) echo "find_package found gyre in '$found', not /opt/gyre"; exit 1 ;; esac
+cmake --build /tmp/consumer -j "$(nproc)"
+# consumer.cc checks every value itself (2 ranks: an all-reduce sum and an async max
+# exact, a bad root rejected) and prints this line only when all passed.
+want="consumer: 2 ranks, allReduce sum and async max exact, bad root rejected"
+for target in static:gyre::gyre shared:gyre::gyre_shared; do
+  kind=${target%%:*}
+  got=$(timeout 120 /tmp/consumer/consumer_$kind)
+  [ "$got" = "$want" ] || { echo "consumer_$kind printed '$got', not '$want'"; exit 1; }
+  echo "plain: consumer_$kind (${target#*:}): $got"
+done
+EOF
 
 # The steps, run inside the root by bash (one script, so one namespace holds them all).
 cat >"$root/fresh-steps.sh" <<'EOF'
@@ -126,25 +186,37 @@ step() {   # step NAME COMMAND...: runs it, logs it, names it on failure
     echo "---- last lines of step $name ----" >&2
     tail -40 "/fresh-logs/$name.log" >&2
     echo "---- what its log says is missing ----" >&2
-    grep -E "No such file or directory|No module named|command not found|not found|Unable to locate package|Could NOT find|cannot find -l" \
+    grep -E "No such file or directory|No module named|command not found|not found|Unable to locate package|Could NOT find|Could not find|could be found|unable to find|COMPILER not set|cannot find -l" \
       "/fresh-logs/$name.log" | grep -v '^--' | sort -u | head -20 >&2
     echo "fresh_machine_test: FAILED at step $name ($* exited non-zero after $((SECONDS - t0)) s; log: $name.log)" >&2
     exit 1
   fi
   echo "fresh_machine_test: [$(date +%T)] step $name ok ($((SECONDS - t0)) s)" >&2
 }
-step demo tools/demo.sh
-for backend in gyre gloo; do
-  grep -qE "^$backend: [0-9]+ samples/s, test accuracy" /fresh-logs/demo.log || {
-    echo "fresh_machine_test: FAILED at step demo: it did not end with the DDP line for $backend" >&2
-    tail -20 /fresh-logs/demo.log >&2; exit 1; }
-done
-grep -E "^(gyre|gloo): [0-9]+ samples/s" /fresh-logs/demo.log >&2
-step build tools/test.sh --build-only --stages suite
-step ctest bash -c "cd build && GYRE_REQUIRE_RDMA=1 ctest --output-on-failure --timeout 1500 -R '$FRESH_CTEST'"
-grep -E "tests passed|tests failed" /fresh-logs/ctest.log >&2
-n=$(grep -cE "^ *[0-9]+/[0-9]+ Test +#[0-9]+: .* Passed" /fresh-logs/ctest.log || true)
-[ "$n" -ge "$FRESH_EXPECTED" ] || { echo "fresh_machine_test: FAILED at step ctest: $n entries passed, expected $FRESH_EXPECTED (the -R set matched fewer?)" >&2; exit 1; }
+want() { [[ ",$FRESH_STEPS," == *",$1,"* ]]; }
+if want plain; then
+  step plain bash /fresh-plain.sh
+  grep "^plain: " /fresh-logs/plain.log >&2
+fi
+if want demo; then
+  step demo tools/demo.sh
+  for backend in gyre gloo; do
+    grep -qE "^$backend: [0-9]+ samples/s, test accuracy" /fresh-logs/demo.log || {
+      echo "fresh_machine_test: FAILED at step demo: it did not end with the DDP line for $backend" >&2
+      tail -20 /fresh-logs/demo.log >&2; exit 1; }
+  done
+  grep -E "^(gyre|gloo): [0-9]+ samples/s" /fresh-logs/demo.log >&2
+fi
+if want build; then
+  step build tools/test.sh --build-only --stages suite
+fi
+if want ctest; then
+  step ctest bash -c "cd build && GYRE_REQUIRE_RDMA=1 ctest --output-on-failure --timeout 1500 -R '$FRESH_CTEST'"
+  grep -E "tests passed|tests failed" /fresh-logs/ctest.log >&2
+  n=$(grep -cE "^ *[0-9]+/[0-9]+ Test +#[0-9]+: .* Passed" /fresh-logs/ctest.log || true)
+  [ "$n" -ge "$FRESH_EXPECTED" ] || { echo "fresh_machine_test: FAILED at step ctest: $n entries passed, expected $FRESH_EXPECTED (the -R set matched fewer?)" >&2; exit 1; }
+fi
+exit 0
 EOF
 
 say "commit $(git log -1 --format='%h %s' "$commit" | cut -c1-80)"
@@ -176,14 +248,14 @@ unshare --kill-child --mount --pid --fork --propagation private /bin/bash -c '
   mount --bind "$logs" "$root/fresh-logs"
   exec chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    FRESH_CTEST="$3" FRESH_EXPECTED="$5" /bin/bash /fresh-steps.sh
-' fresh "$root" "$cache" "$entries" "$logs" "$expected" &
+    FRESH_CTEST="$3" FRESH_EXPECTED="$5" FRESH_STEPS="$6" /bin/bash /fresh-steps.sh
+' fresh "$root" "$cache" "$entries" "$logs" "$expected" "$steps" &
 child=$!
 wait "$child"
 rc=$?
 set -e
 if [ $rc -eq 0 ]; then
-  say "passed in $((SECONDS - t0)) s (demo, build and the ctest entries on a fresh Debian 12 root)"
+  say "passed in $((SECONDS - t0)) s (steps $steps on a fresh Debian 12 root)"
 else
   say "FAILED (exit $rc) after $((SECONDS - t0)) s; logs in $logs"
 fi

@@ -36,14 +36,15 @@ done
 has() { [[ ",$stages," == *",$1,"* ]]; }
 say() { echo "== test.sh: $* ($(date +%T))" >&2; }
 
-tools/setup.sh
+tools/setup.sh test   # every package: the suite, the VM, the fresh-machine test, fuzzers
 tools/torch_venv.sh   # PyPI torch 2 for the pypi torch entries, cached under ~/.cache/gyre
 # No leftovers from a previous run may pass for ours.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1 second_deadlock_stack=1}
 
 if has suite || has rdma_vm; then
-  BUILD_DIR=${BUILD_DIR:-build} tools/build.sh
+  # The tests and benchmarks on explicitly: tools/demo.sh configures build/ without them.
+  BUILD_DIR=${BUILD_DIR:-build} tools/build.sh -DGYRE_BUILD_TESTS=ON -DGYRE_BUILD_BENCH=ON
   if [ $build_only = 0 ] && has suite; then
     say "stage suite"
     # GYRE_REQUIRE_RDMA (CI sets it) is for the VM: on the host, with no RDMA device, the

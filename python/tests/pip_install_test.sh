@@ -14,6 +14,13 @@
 #    source tree: on torch 2 the script does NOT import gyre_torch (torch loads it through
 #    the package's torch.distributed.backends entry point, and the script checks that it
 #    came from the installed copy); on torch 1.13 it imports gyre_torch once (documented).
+# 3. The wheel (docs/install.md): `pip wheel --no-build-isolation --no-deps` with the same
+#    pip into OUT/wheel, installed into a NEW venv that sees the same torch, and step 2's
+#    script run again from it (gyre_torch must load from that venv):
+#    debian: a venv made with --system-site-packages over Debian's python3-torch;
+#    pypi:   a venv made by the torch-2 venv's python (so on its base interpreter), whose
+#            site-packages has a .pth naming the torch-2 venv's: the same torch, without
+#            copying it.
 # Exit 77 (ctest: skipped) when that torch line is not installed.
 set -euo pipefail
 line=$1
@@ -33,7 +40,7 @@ if [ "$line" = debian ] && ! "$py" -c "import venv, ensurepip" 2>/dev/null; then
   echo "SKIPPED: torch_pip_install_debian needs python3-venv (tools/setup.sh installs it)"
   exit 77
 fi
-rm -rf "$out/src" "$out/site" "$out/venv" "$out/run"
+rm -rf "$out/src" "$out/site" "$out/venv" "$out/run" "$out/wheel" "$out/wheel-venv"
 mkdir -p "$out/src" "$out/run"
 if git -C "$repo" rev-parse --git-dir >/dev/null 2>&1; then
   (cd "$repo" && git ls-files -co --exclude-standard -z | xargs -0 tar -cf - --) |
@@ -52,6 +59,7 @@ pipargs=(install --no-build-isolation --no-index --no-deps -q "$out/src/python")
 if [ "$line" = debian ]; then
   "$py" -m venv --system-site-packages "$out/venv"
   target_py=$out/venv/bin/python
+  build_py=$target_py
   "$target_py" -m pip "${pipargs[@]}" >"$out/pip.log" 2>&1 || {
     tail -40 "$out/pip.log"; echo "FAILED: pip install into a venv over Debian's torch"; exit 1; }
   unset PYTHONPATH
@@ -59,7 +67,28 @@ else
   "$py" -m pip "${pipargs[@]}" --target "$out/site" >"$out/pip.log" 2>&1 || {
     tail -40 "$out/pip.log"; echo "FAILED: pip install --target with the torch-2 venv's pip"; exit 1; }
   target_py=$py
+  build_py=$py
   export PYTHONPATH=$out/site
 fi
 cd "$out/run"
 "$target_py" "$here/pip_install_check.py" --expect-under "$out"
+
+echo "== pip wheel, installed into a new venv"
+unset PYTHONPATH
+"$build_py" -m pip wheel --no-build-isolation --no-index --no-deps -q -w "$out/wheel" \
+    "$out/src/python" >"$out/wheel.log" 2>&1 || {
+  tail -40 "$out/wheel.log"; echo "FAILED: pip wheel --no-build-isolation ($line)"; exit 1; }
+wheels=("$out"/wheel/gyre_torch-*.whl)
+[ ${#wheels[@]} = 1 ] && [ -f "${wheels[0]}" ] || { echo "FAILED: pip wheel made ${wheels[*]}"; exit 1; }
+if [ "$line" = debian ]; then
+  "$py" -m venv --system-site-packages "$out/wheel-venv"
+else
+  "$py" -m venv "$out/wheel-venv"
+  "$py" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" \
+    >"$("$out/wheel-venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/torch-venv.pth"
+fi
+wheel_py=$out/wheel-venv/bin/python
+"$wheel_py" -m pip install --no-index --no-deps -q "${wheels[0]}" >"$out/wheel-install.log" 2>&1 || {
+  tail -40 "$out/wheel-install.log"; echo "FAILED: pip install $(basename "${wheels[0]}") into a new venv"; exit 1; }
+echo "$(basename "${wheels[0]}") into $out/wheel-venv (torch $("$wheel_py" -c 'import torch; print(torch.__version__)'))"
+"$wheel_py" "$here/pip_install_check.py" --expect-under "$out/wheel-venv"
