@@ -10,6 +10,8 @@
 # GYRE_NO_TORCHFT=1 leaves it out (that test then reports itself skipped).
 set -euo pipefail
 torchft_version=${GYRE_TORCHFT_VERSION:-0.2.0}
+# The torch the suite is tested on (docs/install.md, "Tested torch versions").
+torch_version=${GYRE_TORCH2_VERSION:-2.15.0}
 venv=${GYRE_TORCH2_VENV:-$HOME/.cache/gyre/venv-torch2}
 debian_deps=$HOME/.cache/gyre/py-debian
 if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import torch" 2>/dev/null &&
@@ -59,6 +61,6 @@ fi
 echo "torch_venv: creating $venv (pip install torch: ~3 GB, a few minutes)" >&2
 mkdir -p "$(dirname "$venv")"
 /usr/bin/python3 -m venv "$venv"
-"$venv/bin/pip" install -q torch numpy setuptools wheel expecttest >&2
+"$venv/bin/pip" install -q "torch==$torch_version" numpy setuptools wheel expecttest >&2
 install_torchft
 install_frameworks
