@@ -5,7 +5,7 @@
 // frame of a correct-looking tag. The job must complete with exact results, the attacker
 // must get nothing but challenges (no value from the store, no accepted connection), no
 // key may change, and each refusal must be logged once. The last rank checks in only
-// once the attacker has sent everything (tests/auth_attacker.h, LateGate), so every
+// once the attacker has sent everything (tests/auth_attacker.h, waitForTheAttacks), so every
 // listener still expects it when the attacks arrive.
 //
 // The recording: the test, which holds the secret, makes a genuine exchange for the same
@@ -17,7 +17,6 @@
 
 #include <map>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -26,7 +25,7 @@
 #include "base/crypto.h"
 #include "base/error.h"
 #include "base/secret.h"
-#include "rank_harness.h"
+#include "tests/support/fork_ranks.h"
 #include "ring/communicator.h"
 #include "store/store_auth.h"
 #include "store/store_protocol.h"
@@ -37,7 +36,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using namespace testing::attack;
-using testing::RankGroup;
+using testing::CommRanks;
 
 constexpr int kRanks = 4;
 constexpr int kLate = 3;  // the rank that comes late: every listener still expects it
@@ -48,10 +47,10 @@ TEST(AuthAttack, AnOutsiderWithoutTheSecretGetsNothingAndTheJobIsExact) {
   o.timeout = 30s;
   o.transport = TransportKind::kTcp;
   o.token = secret;
-  RankGroup group(kRanks, o);
-  LateGate gate;  // rank 3 checks in once the attacker has sent everything
-  group.beforeCreate = [&gate](int rank) {
-    if (rank == kLate) gate.wait(20s);
+  CommRanks group(kRanks, o);
+  // Rank 3 checks in once the attacker has sent everything.
+  group.beforeCreate = [&group](int rank) {
+    if (rank == kLate) waitForTheAttacks(group, 20s);
   };
   ::testing::internal::CaptureStderr();  // the store's log (this process serves it)
   group.start([](Communicator& comm, int) { exactAllReduces(comm, {1, 1000, 300000}); });
@@ -117,7 +116,7 @@ TEST(AuthAttack, AnOutsiderWithoutTheSecretGetsNothingAndTheJobIsExact) {
     attacks.push_back(a);
   }
   AttackerOptions how;
-  how.gate = &gate;
+  how.gate = &group;
   std::map<std::string, Result> results = runAttacker(attacks, how);
 
   auto reports = group.join(Clock::now() + 60s);
@@ -166,32 +165,34 @@ TEST(AuthAttack, ARewrittenCheckInInAnOpenStoreFailsCreationAndNobodyConnects) {
   const uint16_t port = SocketAddress::ofSocket(listener.get()).port();
   Fd outsider = listenOn(SocketAddress::resolve("127.0.0.1", 0));
   const std::string outsiderAddress = SocketAddress::ofSocket(outsider.get()).toString();
-  RankGroup group(kRanks, o);
+  CommRanks group(kRanks, o);
   group.makeStore = [port](int) -> std::shared_ptr<Store> {
     return TcpStore::connect("127.0.0.1", port, 30s);  // no secret: an open store
   };
-  group.beforeCreate = [](int rank) {
-    if (rank == kLate) std::this_thread::sleep_for(2000ms);
+  // The last rank checks in once the outsider has rewritten rank 1's check-in.
+  group.beforeCreate = [&group](int rank) {
+    if (rank == kLate) group.waitFor(-1, "rewritten");
   };
   group.start([](Communicator&, int) {});
   auto store = TcpStore::serveOn(std::move(listener), 30s);  // after the fork, as the harness
 
-  // The outsider finds rank 1's check-in and puts its own address there.
+  // The outsider finds rank 1's check-in among the first three and puts its own address
+  // there.
+  std::vector<std::string> keys;
+  for (int seq = 1; seq <= kRanks - 1; ++seq) keys.push_back(fmt::format("gyre/comm0/join/claim/{}", seq));
+  store->setTimeout(10s);
+  store->wait(keys);
   std::string rewritten;
-  const auto until = Clock::now() + 10s;
-  while (rewritten.empty() && Clock::now() < until) {
-    for (int seq = 1; seq <= kRanks - 1 && rewritten.empty(); ++seq) {
-      const std::string key = fmt::format("gyre/comm0/join/claim/{}", seq);
-      Claim c;
-      if (store->check({key}) && Claim::decode(store->getString(key), &c) && c.rank == 1) {
-        c.address = outsiderAddress;
-        store->setString(key, c.encode());  // unsigned: the outsider has no key
-        rewritten = key;
-      }
+  for (const std::string& key : keys) {
+    Claim c;
+    if (Claim::decode(store->getString(key), &c) && c.rank == 1) {
+      c.address = outsiderAddress;
+      store->setString(key, c.encode());  // unsigned: the outsider has no key
+      rewritten = key;
     }
-    std::this_thread::sleep_for(5ms);
   }
   ASSERT_FALSE(rewritten.empty());
+  group.say("rewritten");
 
   auto reports = group.join(Clock::now() + 40s);
   int named = 0;

@@ -6,11 +6,12 @@
 //
 // What is here:
 //  - Attack / runAttacker(): the attacker process. It connects and sends every attack at
-//    once, opens `gate` (if given) once all went out, then reads each connection until
-//    the other side closes or `window` passes, and reports what it received.
-//  - LateGate: holds the job's last rank back until the attacker has sent, so every
-//    listener still expects that rank when the attacks arrive (by construction, not by
-//    timing: the rdma VM is 10-30x slower than the host).
+//    once, says kAttacksSent on `gate` (the job's group, if given) once all went out, then
+//    reads each connection until the other side closes or `window` passes, and reports
+//    what it received.
+//  - waitForTheAttacks(): holds the job's last rank back until the attacker has sent, so
+//    every listener still expects that rank when the attacks arrive (by construction,
+//    not by timing: the rdma VM is 10-30x slower than the host).
 //  - readClaims(), jobCommId(), recordedPipeHandshake(), tagFrame(): what the attacker
 //    knows and what it replays.
 //  - exactAllReduces(), expectOnlyAChallenge(), expectRefusalsLogged(),
@@ -20,10 +21,8 @@
 // uses no key; the checks report through gtest and never print a secret.
 #pragma once
 
-#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -32,7 +31,6 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -40,7 +38,7 @@
 #include "base/crypto.h"
 #include "base/error.h"
 #include "base/secret.h"
-#include "rank_harness.h"
+#include "tests/support/fork_ranks.h"
 #include "ring/bootstrap.h"
 #include "ring/communicator.h"
 #include "ring/join.h"
@@ -72,34 +70,15 @@ inline size_t count(const std::string& text, const std::string& what) {
   return n;
 }
 
-// A one-shot signal from the attacker process to a rank process (both forked from the
-// test): created before the ranks are forked, opened by the attacker, awaited by a rank.
-class LateGate {
- public:
-  LateGate() {
-    if (::pipe2(fds_, O_CLOEXEC) != 0) throw std::runtime_error(std::strerror(errno));
-  }
-  ~LateGate() {
-    ::close(fds_[0]);
-    ::close(fds_[1]);
-  }
-  LateGate(const LateGate&) = delete;
-  LateGate& operator=(const LateGate&) = delete;
-  void open() const {
-    ssize_t w = ::write(fds_[1], "g", 1);
-    (void)w;
-  }
-  // True once opened; false when `limit` passed first (the caller goes on regardless).
-  bool wait(std::chrono::milliseconds limit) const {
-    pollfd p{fds_[0], POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(limit.count())) <= 0) return false;
-    char c;
-    return ::read(fds_[0], &c, 1) == 1;
-  }
+// What the attacker process says on the job's group (from the parent's side, as it is
+// forked by the test) once every attack went out.
+inline const std::string kAttacksSent = "attacks sent";
 
- private:
-  int fds_[2] = {-1, -1};
-};
+// In a rank (its beforeCreate): true once the attacker has sent everything; false when
+// `limit` passed first (the rank goes on regardless).
+inline bool waitForTheAttacks(ForkedRanks& job, std::chrono::milliseconds limit) {
+  return job.tryWaitFor(-1, kAttacksSent, limit);
+}
 
 struct Attack {
   std::string name;
@@ -115,7 +94,7 @@ struct Result {
 
 struct AttackerOptions {
   std::chrono::milliseconds window = 8s;  // how long it reads, at most (a close ends it)
-  const LateGate* gate = nullptr;         // opened once every attack went out
+  ForkedRanks* gate = nullptr;            // the job's group: told once every attack went out
 };
 
 // In the attacker process: connects and sends every attack at once (while the job is
@@ -138,7 +117,7 @@ inline std::string runAttacks(const std::vector<Attack>& attacks, const Attacker
     }
     fds.push_back(fd);
   }
-  if (opts.gate) opts.gate->open();
+  if (opts.gate) opts.gate->say(kAttacksSent);
   std::string report;
   const auto deadline = std::chrono::steady_clock::now() + opts.window;
   for (size_t i = 0; i < attacks.size(); ++i) {
@@ -172,29 +151,12 @@ inline std::string runAttacks(const std::vector<Attack>& attacks, const Attacker
 // Forks the attacker, waits for its report and parses it, by attack name.
 inline std::map<std::string, Result> runAttacker(const std::vector<Attack>& attacks,
                                                  const AttackerOptions& opts = {}) {
-  int fds[2];
-  EXPECT_EQ(::pipe(fds), 0);
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(fds[0]);
-    const std::string report = runAttacks(attacks, opts);
-    size_t off = 0;
-    while (off < report.size()) {
-      ssize_t w = ::write(fds[1], report.data() + off, report.size() - off);
-      if (w <= 0) break;
-      off += static_cast<size_t>(w);
-    }
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  std::string text;
-  char buf[4096];
-  for (ssize_t r; (r = ::read(fds[0], buf, sizeof(buf))) > 0;) text.append(buf, static_cast<size_t>(r));
-  ::close(fds[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  ForkedRanks attacker(1, opts.window + 60s);
+  attacker.start([&](int) { attacker.note("report", runAttacks(attacks, opts)); });
+  const RankResult ended = attacker.join(Clock::now() + opts.window + 60s)[0];
+  EXPECT_TRUE(ended.ok) << "the attacker: " << ended.describe();
   std::map<std::string, Result> out;
-  std::istringstream in(text);
+  std::istringstream in(ended.note("report"));
   std::string name, hex;
   Result r;
   int closed = 0;
@@ -212,15 +174,20 @@ inline std::map<std::string, Result> runAttacker(const std::vector<Attack>& atta
 // The claims (check-ins) of the first communicator, by rank, once `expected` ranks have
 // checked in or `limit` passed: what anyone who reads the store learns, addresses included.
 inline std::map<int, Claim> readClaims(Store& store, int expected, std::chrono::milliseconds limit) {
+  std::vector<std::string> keys;
+  for (int seq = 1; seq <= expected; ++seq) keys.push_back(fmt::format("gyre/comm0/join/claim/{}", seq));
+  const std::chrono::milliseconds before = store.timeout();
+  store.setTimeout(limit);
+  try {
+    store.wait(keys);
+  } catch (const Error&) {
+    // Those that came in time: the caller checks how many.
+  }
+  store.setTimeout(before);
   std::map<int, Claim> claims;
-  const auto until = Clock::now() + limit;
-  while (claims.size() < static_cast<size_t>(expected) && Clock::now() < until) {
-    for (int seq = 1; seq <= expected; ++seq) {
-      const std::string key = fmt::format("gyre/comm0/join/claim/{}", seq);
-      Claim c;
-      if (store.check({key}) && Claim::decode(store.getString(key), &c)) claims[c.rank] = c;
-    }
-    std::this_thread::sleep_for(20ms);
+  for (const std::string& key : keys) {
+    Claim c;
+    if (store.check({key}) && Claim::decode(store.getString(key), &c)) claims[c.rank] = c;
   }
   return claims;
 }
@@ -286,7 +253,7 @@ inline void expectOnlyAChallenge(const std::map<std::string, Result>& results,
 }
 
 // The rank logged each refusal at the proof once: `times` attacks claimed rank `claimed`.
-inline void expectRefusalsLogged(const RankReport& rank, int claimed, size_t times) {
+inline void expectRefusalsLogged(const RankResult& rank, int claimed, size_t times) {
   EXPECT_EQ(count(rank.log,
                   fmt::format("claimed rank {}: its proof is not signed with this job's secret",
                               claimed)),
@@ -294,8 +261,8 @@ inline void expectRefusalsLogged(const RankReport& rank, int claimed, size_t tim
       << "rank " << rank.rank << "'s log:\n" << rank.log;
 }
 
-inline void expectNoSecretPrinted(const std::vector<RankReport>& reports, const std::string& secret) {
-  for (const RankReport& r : reports) {
+inline void expectNoSecretPrinted(const std::vector<RankResult>& reports, const std::string& secret) {
+  for (const RankResult& r : reports) {
     EXPECT_EQ(r.log.find(secret), std::string::npos) << "rank " << r.rank;
     EXPECT_EQ(r.message.find(secret), std::string::npos) << "rank " << r.rank;
   }

@@ -15,7 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
-#include "rank_harness.h"
+#include "tests/support/fork_ranks.h"
 #include "ring/communicator.h"
 #include "ring/join.h"
 
@@ -23,7 +23,7 @@ namespace gyre {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::RankGroup;
+using testing::CommRanks;
 
 Options sealedOptions(const std::string& secret) {
   Options o;
@@ -90,7 +90,7 @@ TEST_P(Sealed, EveryCollectiveIsExact) {
   Options o = sealedOptions(fmt::format("sealed-{}", ::getpid()));
   o.slotBytes = 4096;  // many records per call
   o.nsocks = GetParam();
-  RankGroup group(4, o);
+  CommRanks group(4, o);
   group.start([](Communicator& comm, int) { everyCollective(comm); });
   for (const auto& r : group.join(Clock::now() + 120s)) {
     EXPECT_TRUE(r.ok && !r.hung) << "rank " << r.rank << ": " << r.message << "\n" << r.log;
@@ -128,12 +128,12 @@ void relay(int client, int server, long flipAt, std::atomic<bool>& stop) {
 TEST(SealedWire, AFlippedByteFailsThePipeNamingThePeerNeverWrongData) {
   const std::string secret = fmt::format("flip-{}", ::getpid());
   Options o = sealedOptions(secret);
-  RankGroup group(2, o);
+  CommRanks group(2, o);
   // Rank 1 checks in first; the "network" then routes rank 0's connection to rank 1
   // through the proxy (the test holds the secret, so it can re-sign the check-in as a
-  // path under its control would, in effect, be).
-  group.beforeCreate = [](int rank) {
-    if (rank == 0) std::this_thread::sleep_for(1500ms);
+  // path under its control would, in effect, be); rank 0 comes once that is done.
+  group.beforeCreate = [&group](int rank) {
+    if (rank == 0) group.waitFor(-1, "rerouted");
   };
   group.start([](Communicator& comm, int) {
     std::vector<int64_t> v(1 << 17, comm.rank() + 1);
@@ -145,16 +145,14 @@ TEST(SealedWire, AFlippedByteFailsThePipeNamingThePeerNeverWrongData) {
   Fd proxyListener = listenOn(SocketAddress::resolve("127.0.0.1", 0));
   const std::string proxyAddress = SocketAddress::ofSocket(proxyListener.get()).toString();
   Claim rank1;
-  const auto until = Clock::now() + 10s;
   const std::string key = "gyre/comm0/join/claim/1";
-  while (Clock::now() < until && !group.store().check({key})) std::this_thread::sleep_for(5ms);
-  ASSERT_TRUE(group.store().check({key}));
-  const std::string text = group.store().getString(key);
+  const std::string text = group.store().getString(key);  // waits for it (30 s at most)
   ASSERT_TRUE(Claim::decode(text, &rank1));
   ASSERT_EQ(rank1.rank, 1);
   const std::string real = rank1.address;
   rank1.address = proxyAddress;
   group.store().setString(key, signedClaimText(secret, "gyre/comm0", 1, rank1.encode()));
+  group.say("rerouted");
 
   std::atomic<bool> stop{false};
   std::thread proxy([&] {

@@ -17,14 +17,14 @@
 #include <gtest/gtest.h>
 
 #include "base/cpu_binding.h"
-#include "rank_harness.h"
+#include "tests/support/fork_ranks.h"
 #include "ring/communicator.h"
 
 namespace gyre {
 namespace {
 
-using testing::RankGroup;
-using testing::RankReport;
+using testing::CommRanks;
+using testing::RankResult;
 
 TEST(CpuIndexFor, OneCpuEachWhereThereAreEnough) {
   for (int r = 0; r < 2; ++r) EXPECT_EQ(cpuIndexFor(r, 2, 4), r);
@@ -108,7 +108,7 @@ void runAndCheck(bool bind) {
   Options o;
   o.timeout = std::chrono::seconds(30);
   o.bind = bind ? CpuBinding::kCore : CpuBinding::kNone;
-  RankGroup group(kRanks, o);
+  CommRanks group(kRanks, o);
   group.beforeCreate = [](int) { parked.start(); };
   group.start([&](Communicator& comm, int rank) {
     try {
@@ -130,7 +130,7 @@ void runAndCheck(bool bind) {
     parked.finish();
   });
   ASSERT_TRUE(group.waitReady(std::chrono::seconds(60))) << "ranks did not start";
-  for (const RankReport& r : group.join(Clock::now() + std::chrono::seconds(60))) {
+  for (const RankResult& r : group.join(Clock::now() + std::chrono::seconds(60))) {
     EXPECT_TRUE(r.ok) << "rank " << r.rank << ": " << r.message << "\n" << r.log;
     EXPECT_FALSE(r.hung) << "rank " << r.rank;
   }

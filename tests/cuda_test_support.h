@@ -10,9 +10,6 @@
 
 #if GYRE_HAVE_CUDA
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -23,17 +20,16 @@
 
 #include <fmt/format.h>
 
+#include "tests/support/fork_ranks.h"
+
 namespace gyre::testing {
 
 // "" when a CUDA device can be used, else why not ("no CUDA device: ..." follows it in
 // the skip message).
 inline std::string cudaUnavailableReason() {
   static const std::string reason = [] {
-    int fds[2];
-    if (::pipe(fds) != 0) return std::string("pipe() failed while probing for a GPU");
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::close(fds[0]);
+    ForkedRanks probe(1, std::chrono::seconds(60));
+    probe.start([&](int) {
       int n = 0;
       const cudaError_t err = cudaGetDeviceCount(&n);
       std::string answer;
@@ -46,21 +42,11 @@ inline std::string cudaUnavailableReason() {
       } else if (n == 0) {
         answer = "cudaGetDeviceCount found 0 devices";
       }
-      ssize_t ignored = ::write(fds[1], answer.data(), answer.size());
-      (void)ignored;
-      ::_exit(0);
-    }
-    ::close(fds[1]);
-    std::string answer;
-    char buf[512];
-    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) answer.append(buf, n);
-    ::close(fds[0]);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      return fmt::format("the probe process died (status {:#x})", status);
-    }
-    return answer;
+      probe.note("answer", answer);
+    });
+    const RankResult ended = probe.join(probe.started() + std::chrono::seconds(60))[0];
+    if (!ended.ok) return fmt::format("the probe process failed: {}", ended.describe());
+    return ended.note("answer");
   }();
   return reason;
 }

@@ -6,7 +6,6 @@
 //
 // Each test prints one "[fault]" line per configuration (runs, worst time from fault to
 // error over every surviving rank) for the closing table.
-#include <dirent.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -19,16 +18,16 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
-#include "base/secret.h"
-#include "rank_harness.h"
+#include "tests/support/fork_ranks.h"
 #include "ring/communicator.h"
 
 namespace gyre {
 namespace {
 
-using testing::RankGroup;
-using testing::RankReport;
+using testing::CommRanks;
+using testing::RankResult;
 using testing::secondsBetween;
+using testing::shmSegmentsOf;
 
 // Runs per (transport, ranks) configuration, and the seed of the victims and delays:
 // FAULT_TEST_RUNS and FAULT_TEST_SEED override them for longer campaigns.
@@ -41,41 +40,28 @@ unsigned seedBase() {
   return v ? static_cast<unsigned>(std::strtoul(v, nullptr, 10)) : 1234u;
 }
 
-std::vector<std::string> shmSegmentsWith(const std::string& token) {
-  std::vector<std::string> found;
-  if (DIR* d = ::opendir("/dev/shm")) {
-    while (dirent* e = ::readdir(d)) {
-      // Names carry the secret's tag, never the secret (base/secret.h).
-      if (std::string(e->d_name).rfind("gyre-" + nameTag(token), 0) == 0) found.push_back(e->d_name);
-    }
-    ::closedir(d);
-  }
-  return found;
-}
-
 // A stream of collectives of mixed sizes, each checked (sum of ranks + 1), until one
-// fails. Sizes cross the slot size so kills land inside multi-slice collectives.
-void collectiveStream(Communicator& comm, int) {
-  const size_t counts[] = {1, 7, 1000, 40000, 300000};
-  std::vector<float> buf(300000);
-  const float want = static_cast<float>(comm.size() * (comm.size() + 1) / 2);
-  for (uint64_t i = 0;; ++i) {
-    if (i % 7 == 3) {
-      comm.barrier();
-      continue;
+// fails; each rank posts "streaming" on `group` after its first. Sizes cross the slot
+// size so kills land inside multi-slice collectives.
+testing::RankBody collectiveStream(CommRanks& group) {
+  return [&group](Communicator& comm, int) {
+    const size_t counts[] = {1, 7, 1000, 40000, 300000};
+    std::vector<float> buf(300000);
+    const float want = static_cast<float>(comm.size() * (comm.size() + 1) / 2);
+    for (uint64_t i = 0;; ++i) {
+      if (i == 1) group.post("streaming");
+      if (i % 7 == 3) {
+        comm.barrier();
+        continue;
+      }
+      size_t count = counts[i % 5];
+      std::fill(buf.begin(), buf.begin() + count, static_cast<float>(comm.rank() + 1));
+      comm.allReduce(buf.data(), buf.data(), count, DataType::kFloat32, ReduceOp::kSum);
+      for (size_t k = 0; k < count; k += 997) {
+        if (buf[k] != want) throw std::runtime_error(fmt::format("wrong result at {}", k));
+      }
     }
-    size_t count = counts[i % 5];
-    std::fill(buf.begin(), buf.begin() + count, static_cast<float>(comm.rank() + 1));
-    comm.allReduce(buf.data(), buf.data(), count, DataType::kFloat32, ReduceOp::kSum);
-    for (size_t k = 0; k < count; k += 997) {
-      if (buf[k] != want) throw std::runtime_error(fmt::format("wrong result at {}", k));
-    }
-  }
-}
-
-std::string describeReport(const RankReport& r) {
-  return fmt::format("rank {}: reported={} ok={} hung={} code={} message='{}'\nlog:\n{}", r.rank,
-                     r.reported, r.ok, r.hung, r.code, r.message, r.log);
+  };
 }
 
 struct KillCase {
@@ -100,28 +86,28 @@ TEST_P(KillOneRank, EverySurvivorNamesTheDeadRankPromptly) {
     o.token = fmt::format("ft{}r{}n{}{}", ::getpid(), run, kc.ranks, transport);
     const int victim = static_cast<int>(rng() % kc.ranks);
     const auto delay = std::chrono::milliseconds(rng() % 250);
-    RankGroup group(kc.ranks, o);
-    group.start(collectiveStream);
+    CommRanks group(kc.ranks, o);
+    group.start(collectiveStream(group));
     ASSERT_TRUE(group.waitReady(std::chrono::seconds(30))) << "ranks did not start";
-    std::this_thread::sleep_for(delay);
+    std::this_thread::sleep_for(delay);  // models time passing: a random point of the stream
     const auto killedAt = Clock::now();
     ::kill(group.pid(victim), SIGKILL);
     auto reports = group.join(killedAt + std::chrono::seconds(10));
-    for (const RankReport& r : reports) {
+    for (const RankResult& r : reports) {
       SCOPED_TRACE(fmt::format("{} ranks over {}, run {}, rank {} killed after {} ms", kc.ranks,
                                transport, run, victim, delay.count()));
-      EXPECT_FALSE(r.hung) << describeReport(r);
+      EXPECT_FALSE(r.hung) << r.describe();
       if (r.rank == victim) continue;
-      ASSERT_TRUE(r.reported && !r.ok) << describeReport(r);
+      ASSERT_TRUE(r.reported && !r.ok) << r.describe();
       EXPECT_NE(r.message.find(fmt::format("rank {} failed", victim)), std::string::npos)
-          << describeReport(r);
+          << r.describe();
       EXPECT_NE(r.message.find(fmt::format("rank {}: ", r.rank)), std::string::npos) << r.message;
-      double seconds = secondsBetween(killedAt, r.errorAt);
+      double seconds = secondsBetween(killedAt, r.endedAt);
       worst = std::max(worst, seconds);
-      EXPECT_LT(seconds, 3.0) << describeReport(r);
-      EXPECT_LT(r.destroySeconds, 1.0) << describeReport(r);
+      EXPECT_LT(seconds, 3.0) << r.describe();
+      EXPECT_LT(r.destroySeconds, 1.0) << r.describe();
     }
-    EXPECT_EQ(shmSegmentsWith(o.token), std::vector<std::string>{});
+    EXPECT_EQ(shmSegmentsOf(o.token), std::vector<std::string>{});
   }
   std::printf("[fault] SIGKILL %s %d ranks: %d runs (seed %u), worst fault->error %.1f ms\n",
               transport, kc.ranks, runs, seed, worst * 1e3);
@@ -160,31 +146,30 @@ TEST_P(StopOneRank, OthersTimeOutNamingIt) {
   o.stallWarn = std::chrono::milliseconds(1000);
   o.slotBytes = 64 * 1024;
   o.token = fmt::format("fs{}n{}{}", ::getpid(), sc.ranks, transport);
-  RankGroup group(sc.ranks, o);
-  group.start(collectiveStream);
-  ASSERT_TRUE(group.waitReady(std::chrono::seconds(30)));
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CommRanks group(sc.ranks, o);
+  group.start(collectiveStream(group));
+  ASSERT_TRUE(group.tryAwait("streaming", sc.ranks, std::chrono::seconds(30)));
   const auto stoppedAt = Clock::now();
   ::kill(group.pid(sc.victim), SIGSTOP);
   // Survivors fail by themselves; the stopped rank is killed once they have.
   auto reports = group.join(stoppedAt + std::chrono::seconds(8), sc.victim);
   double worst = 0;
-  for (const RankReport& r : reports) {
+  for (const RankResult& r : reports) {
     if (r.rank == sc.victim) continue;
     SCOPED_TRACE(fmt::format("{} ranks over {}, rank {} stopped", sc.ranks, transport, sc.victim));
-    ASSERT_TRUE(r.reported && !r.ok && !r.hung) << describeReport(r);
-    EXPECT_EQ(r.code, static_cast<int>(ErrorCode::kTimeout)) << describeReport(r);
+    ASSERT_TRUE(r.reported && !r.ok && !r.hung) << r.describe();
+    EXPECT_EQ(r.code, static_cast<int>(ErrorCode::kTimeout)) << r.describe();
     EXPECT_NE(r.message.find(fmt::format("rank {} stalled", sc.victim)), std::string::npos)
-        << describeReport(r);
-    double seconds = secondsBetween(stoppedAt, r.errorAt);
+        << r.describe();
+    double seconds = secondsBetween(stoppedAt, r.endedAt);
     worst = std::max(worst, seconds);
-    EXPECT_LT(seconds, 2.0 + 2.0) << describeReport(r);  // the timeout, plus slack
+    EXPECT_LT(seconds, 2.0 + 2.0) << r.describe();  // the timeout, plus slack
     // The stall report came first, once, naming the stopped rank.
     EXPECT_NE(r.log.find(fmt::format("rank {} has not arrived", sc.victim)), std::string::npos)
-        << describeReport(r);
+        << r.describe();
   }
-  EXPECT_EQ(shmSegmentsWith(o.token), std::vector<std::string>{});
-  const RankReport& last = reports[(sc.victim + sc.ranks - 1) % sc.ranks];
+  EXPECT_EQ(shmSegmentsOf(o.token), std::vector<std::string>{});
+  const RankResult& last = reports[(sc.victim + sc.ranks - 1) % sc.ranks];
   std::printf("[fault] example error: %s\n", last.message.c_str());
   const size_t stall = last.log.find("stall:");
   if (stall != std::string::npos) {
@@ -209,23 +194,25 @@ INSTANTIATE_TEST_SUITE_P(
 
 class AbortFromAnotherThread : public ::testing::TestWithParam<TransportKind> {};
 
-// Rank 0 blocks in an all-reduce the others join late; a second thread aborts it. The
-// blocked call must end at once with kAborted, destruction must be prompt, and the
-// others must fail naming rank 0's abort as soon as they call.
+// Rank 0 blocks in an all-reduce the others join only once it was aborted; a second
+// thread aborts it. The blocked call must end at once with kAborted, destruction must be
+// prompt, and the others must fail naming rank 0's abort as soon as they call.
 TEST_P(AbortFromAnotherThread, EndsThePendingCallAndTellsThePeers) {
   Options o;
   o.transport = GetParam();
   o.timeout = std::chrono::seconds(30);
   o.token = fmt::format("fa{}t{}", ::getpid(), static_cast<int>(GetParam()));
-  RankGroup group(3, o);
-  group.start([](Communicator& comm, int rank) {
+  CommRanks group(3, o);
+  group.start([&group](Communicator& comm, int rank) {
     std::vector<float> buf(100000, 1.0f);
-    if (rank != 0) std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    if (rank != 0) group.waitFor(0, "aborted");
     std::thread aborter;
     if (rank == 0) {
-      aborter = std::thread([&comm] {
+      aborter = std::thread([&comm, &group] {
+        // Time for rank 0 to be blocked in the call: nothing signals from inside it.
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
         comm.abort();
+        group.say("aborted");
       });
     }
     auto start = Clock::now();
@@ -242,12 +229,12 @@ TEST_P(AbortFromAnotherThread, EndsThePendingCallAndTellsThePeers) {
   });
   ASSERT_TRUE(group.waitReady(std::chrono::seconds(30)));
   auto reports = group.join(Clock::now() + std::chrono::seconds(10));
-  for (const RankReport& r : reports) {
-    ASSERT_TRUE(r.reported && !r.ok && !r.hung) << describeReport(r);
-    EXPECT_EQ(r.code, static_cast<int>(ErrorCode::kAborted)) << describeReport(r);
+  for (const RankResult& r : reports) {
+    ASSERT_TRUE(r.reported && !r.ok && !r.hung) << r.describe();
+    EXPECT_EQ(r.code, static_cast<int>(ErrorCode::kAborted)) << r.describe();
     EXPECT_NE(r.message.find("abort() was called on rank 0"), std::string::npos)
-        << describeReport(r);
-    EXPECT_LT(r.destroySeconds, 0.5) << describeReport(r);
+        << r.describe();
+    EXPECT_LT(r.destroySeconds, 0.5) << r.describe();
   }
 }
 
@@ -262,10 +249,10 @@ INSTANTIATE_TEST_SUITE_P(Faults, AbortFromAnotherThread,
 TEST(AbortedCommunicator, LaterCallsFailAtOnceAndDestructionIsPrompt) {
   Options o;
   o.timeout = std::chrono::seconds(30);
-  RankGroup group(2, o);
-  group.start([](Communicator& comm, int rank) {
+  CommRanks group(2, o);
+  group.start([&group](Communicator& comm, int rank) {
     if (rank == 1) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      group.waitEnded(0);  // there until rank 0 has destroyed its communicator and exited
       return;
     }
     comm.abort();
@@ -280,12 +267,12 @@ TEST(AbortedCommunicator, LaterCallsFailAtOnceAndDestructionIsPrompt) {
     }
   });
   auto reports = group.join(Clock::now() + std::chrono::seconds(10));
-  ASSERT_TRUE(reports[0].reported && !reports[0].ok) << describeReport(reports[0]);
+  ASSERT_TRUE(reports[0].reported && !reports[0].ok) << reports[0].describe();
   EXPECT_EQ(reports[0].code, static_cast<int>(ErrorCode::kAborted));
   EXPECT_NE(reports[0].message.find("called on an aborted communicator"), std::string::npos)
       << reports[0].message;
   EXPECT_LT(reports[0].destroySeconds, 0.5);
-  EXPECT_TRUE(reports[1].ok) << describeReport(reports[1]);
+  EXPECT_TRUE(reports[1].ok) << reports[1].describe();
 }
 
 }  // namespace

@@ -22,7 +22,7 @@
 #include <gtest/gtest.h>
 
 #include "collectives/flight_recorder.h"
-#include "rank_harness.h"
+#include "tests/support/fork_ranks.h"
 #include "run_shell.h"
 
 namespace gyre::testing {
@@ -50,15 +50,6 @@ class TraceDir {
     std::sort(files.begin(), files.end());
     return files;
   }
-  // Waits (bounded) until `n` dumps are there.
-  bool waitForDumps(size_t n, std::chrono::seconds limit) const {
-    const auto until = Clock::now() + limit;
-    while (dumps().size() < n) {
-      if (Clock::now() >= until) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return true;
-  }
 
  private:
   static int& counter() {
@@ -80,14 +71,9 @@ RunResult analyse(const std::string& dir) {
                               GYRE_SOURCE_DIR, dir));
 }
 
-std::string describeReport(const RankReport& r) {
-  return fmt::format("rank {}: reported={} ok={} hung={} code={} message='{}'\nlog:\n{}", r.rank,
-                     r.reported, r.ok, r.hung, r.code, r.message, r.log);
-}
-
-std::string describeAll(const std::vector<RankReport>& reports) {
+std::string describeAll(const std::vector<RankResult>& reports) {
   std::string s;
-  for (const RankReport& r : reports) s += describeReport(r) + "\n";
+  for (const RankResult& r : reports) s += r.describe() + "\n";
   return s;
 }
 
@@ -106,7 +92,7 @@ Options traceOptions(const TraceDir& dir, size_t buffer) {
 // the last 8 of 24.
 TEST(FlightRecorder, DumpHoldsTheLastOperationsInIssueOrder) {
   TraceDir dir;
-  RankGroup group(3, traceOptions(dir, 5));  // rounded up to 8
+  CommRanks group(3, traceOptions(dir, 5));  // rounded up to 8
   group.start([&](Communicator& comm, int rank) {
     std::vector<float> v(1000, 1.0f);
     for (int i = 0; i < 20; ++i)
@@ -130,7 +116,7 @@ TEST(FlightRecorder, DumpHoldsTheLastOperationsInIssueOrder) {
   });
   ASSERT_TRUE(group.waitReady(std::chrono::seconds(30)));
   auto reports = group.join(Clock::now() + std::chrono::seconds(60));
-  for (const RankReport& r : reports) ASSERT_TRUE(r.ok) << describeReport(r);
+  for (const RankResult& r : reports) ASSERT_TRUE(r.ok) << r.describe();
   const std::vector<std::string> files = dir.dumps();
   ASSERT_EQ(files.size(), 3u);
   for (int rank = 0; rank < 3; ++rank) {
@@ -218,7 +204,7 @@ TEST(FlightRecorder, DumpWhileIssuingNeverMixesTwoOperations) {
 
 TEST(FlightRecorder, OffRecordsNothing) {
   TraceDir dir;
-  RankGroup group(2, traceOptions(dir, 0));
+  CommRanks group(2, traceOptions(dir, 0));
   group.start([&](Communicator& comm, int) {
     float x = 1;
     comm.allReduce(&x, &x, 1, DataType::kFloat32, ReduceOp::kSum);
@@ -234,36 +220,35 @@ TEST(FlightRecorder, OffRecordsNothing) {
     throw std::runtime_error("dumpTrace() with the recorder off did not throw");
   });
   ASSERT_TRUE(group.waitReady(std::chrono::seconds(30)));
-  for (const RankReport& r : group.join(Clock::now() + std::chrono::seconds(30))) {
-    EXPECT_TRUE(r.ok) << describeReport(r);
+  for (const RankResult& r : group.join(Clock::now() + std::chrono::seconds(30))) {
+    EXPECT_TRUE(r.ok) << r.describe();
   }
   EXPECT_EQ(dir.dumps().size(), 0u);
 }
 
 TEST(FlightRecorder, Sigusr1Dumps) {
   TraceDir dir;
-  RankGroup group(2, traceOptions(dir, 16));
+  CommRanks group(2, traceOptions(dir, 16));
   group.start([&](Communicator& comm, int rank) {
     float x = 1;
     for (int i = 0; i < 3; ++i) comm.allReduce(&x, &x, 1, DataType::kFloat32, ReduceOp::kSum);
     ::kill(::getpid(), SIGUSR1);
+    // The library's signal thread logs the dump once written.
+    group.waitForLog(rank, "SIGUSR1: flight recorder dumped to", std::chrono::seconds(5));
     const std::string mine = fmt::format("-rank{}.json", rank);
-    for (int i = 0; i < 250; ++i) {  // 5 s
-      for (const auto& e : fs::directory_iterator(dir.path())) {
-        const std::string name = e.path().string();
-        if (name.size() > mine.size() &&
-            name.compare(name.size() - mine.size(), mine.size(), mine) == 0) {
-          comm.barrier();
-          return;
-        }
+    for (const auto& e : fs::directory_iterator(dir.path())) {
+      const std::string name = e.path().string();
+      if (name.size() > mine.size() &&
+          name.compare(name.size() - mine.size(), mine.size(), mine) == 0) {
+        comm.barrier();
+        return;
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    throw std::runtime_error("no dump 5 s after SIGUSR1");
+    throw std::runtime_error("SIGUSR1's dump is not in the trace directory");
   });
   ASSERT_TRUE(group.waitReady(std::chrono::seconds(30)));
-  for (const RankReport& r : group.join(Clock::now() + std::chrono::seconds(30))) {
-    EXPECT_TRUE(r.ok) << describeReport(r);
+  for (const RankResult& r : group.join(Clock::now() + std::chrono::seconds(30))) {
+    EXPECT_TRUE(r.ok) << r.describe();
     EXPECT_NE(r.log.find("SIGUSR1: flight recorder dumped to"), std::string::npos) << r.log;
   }
   ASSERT_EQ(dir.dumps().size(), 2u);
@@ -280,7 +265,7 @@ TEST(FlightRecorder, StoppedRankIsNamed) {
   constexpr int kVictim = 2;
   Options o = traceOptions(dir, 64);
   o.transport = TransportKind::kTcp;
-  RankGroup group(4, o);
+  CommRanks group(4, o);
   group.start([&](Communicator& comm, int rank) {
     std::vector<float> v(4096, 1.0f);
     for (int i = 0;; ++i) {
@@ -289,7 +274,9 @@ TEST(FlightRecorder, StoppedRankIsNamed) {
     }
   });
   ASSERT_TRUE(group.waitReady(std::chrono::seconds(30)));
-  ASSERT_TRUE(dir.waitForDumps(3, std::chrono::seconds(20))) << "the survivors did not dump";
+  // The survivors time out, dump and exit.
+  for (int r : {0, 1, 3}) ASSERT_TRUE(group.tryWaitEnded(r, std::chrono::seconds(20))) << r;
+  ASSERT_EQ(dir.dumps().size(), 3u) << "the survivors did not dump";
   // The stopped rank has no dump: the analysis works from the others'.
   TraceDir survivors;
   for (const std::string& f : dir.dumps()) {
@@ -298,16 +285,16 @@ TEST(FlightRecorder, StoppedRankIsNamed) {
   ::kill(group.pid(kVictim), SIGCONT);
   auto reports = group.join(Clock::now() + std::chrono::seconds(30));
   int failedSeq = -1;
-  for (const RankReport& r : reports) {
+  for (const RankResult& r : reports) {
     ASSERT_TRUE(r.reported && !r.ok && !r.hung) << describeAll(reports);
     if (r.rank == kVictim) continue;
-    EXPECT_EQ(r.code, static_cast<int>(ErrorCode::kTimeout)) << describeReport(r);
+    EXPECT_EQ(r.code, static_cast<int>(ErrorCode::kTimeout)) << r.describe();
     std::smatch m;
     ASSERT_TRUE(std::regex_search(r.message, m, std::regex("allreduce #(\\d+)"))) << r.message;
     failedSeq = std::stoi(m[1].str());
     EXPECT_NE(r.log.find("flight recorder dumped to"), std::string::npos) << r.log;
   }
-  ASSERT_TRUE(dir.waitForDumps(4, std::chrono::seconds(10)));
+  ASSERT_EQ(dir.dumps().size(), 4u);
 
   RunResult a = analyse(survivors.path());
   ASSERT_EQ(a.exitCode, 0) << a.err;
@@ -337,7 +324,7 @@ TEST(FlightRecorder, StoppedRankIsNamed) {
 // Rank 1 skips its 11th call; the counts differ call by call, so its #10 is the others' #11.
 TEST(FlightRecorder, SkippedCallIsAMismatch) {
   TraceDir dir;
-  RankGroup group(3, traceOptions(dir, 64));
+  CommRanks group(3, traceOptions(dir, 64));
   group.start([&](Communicator& comm, int rank) {
     std::vector<int32_t> v(400, 1);
     for (int i = 0; i < 20; ++i) {
@@ -348,10 +335,10 @@ TEST(FlightRecorder, SkippedCallIsAMismatch) {
   });
   ASSERT_TRUE(group.waitReady(std::chrono::seconds(30)));
   auto reports = group.join(Clock::now() + std::chrono::seconds(30));
-  for (const RankReport& r : reports) {
+  for (const RankResult& r : reports) {
     ASSERT_TRUE(r.reported && !r.ok && !r.hung) << describeAll(reports);
   }
-  ASSERT_TRUE(dir.waitForDumps(3, std::chrono::seconds(10)));
+  ASSERT_EQ(dir.dumps().size(), 3u);
   RunResult a = analyse(dir.path());
   ASSERT_EQ(a.exitCode, 0) << a.err;
   EXPECT_NE(a.out.find("mismatch: #10: rank 1: allreduce int32 sum count 111 root -1; ranks 0,2: "
@@ -373,11 +360,11 @@ TEST(FlightRecorder, TraceDirIsCheckedAtCreation) {
   {
     // Its store's thread in this process ends with the group, before the next fork (a
     // fork from a process with threads is what TSan refuses).
-    RankGroup bad(2, o);
+    CommRanks bad(2, o);
     bad.start([](Communicator&, int) {});
-    for (const RankReport& r : bad.join(Clock::now() + std::chrono::seconds(30))) {
-      ASSERT_TRUE(r.reported && !r.ok) << describeReport(r);
-      EXPECT_EQ(r.code, static_cast<int>(ErrorCode::kInvalidArgument)) << describeReport(r);
+    for (const RankResult& r : bad.join(Clock::now() + std::chrono::seconds(30))) {
+      ASSERT_TRUE(r.reported && !r.ok) << r.describe();
+      EXPECT_EQ(r.code, static_cast<int>(ErrorCode::kInvalidArgument)) << r.describe();
       EXPECT_NE(r.message.find(fmt::format("GYRE_TRACE_DIR={}/sub is not a directory", file)),
                 std::string::npos)
           << r.message;
@@ -385,10 +372,10 @@ TEST(FlightRecorder, TraceDirIsCheckedAtCreation) {
   }
   o.traceDir = dir.path() + "/new/deeper";
   o.token += "b";
-  RankGroup good(2, o);
+  CommRanks good(2, o);
   good.start([](Communicator& comm, int) { comm.dumpTrace(); });
-  for (const RankReport& r : good.join(Clock::now() + std::chrono::seconds(30))) {
-    EXPECT_TRUE(r.ok) << describeReport(r);
+  for (const RankResult& r : good.join(Clock::now() + std::chrono::seconds(30))) {
+    EXPECT_TRUE(r.ok) << r.describe();
   }
   for (int rank = 0; rank < 2; ++rank) {
     EXPECT_TRUE(fs::exists(

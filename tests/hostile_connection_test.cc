@@ -15,7 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
-#include "rank_harness.h"
+#include "tests/support/fork_ranks.h"
 #include "ring/communicator.h"
 #include "ring/join.h"
 #include "transport/handshake.h"
@@ -25,7 +25,7 @@ namespace gyre {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::RankGroup;
+using testing::CommRanks;
 
 HelloExpectation expectation() {
   HelloExpectation e;
@@ -93,11 +93,11 @@ TEST(HostileConnections, AreRefusedLoggedAndTheJobCompletes) {
   o.timeout = 30s;
   o.transport = TransportKind::kTcp;
   o.token = "hostile-test-token";
-  RankGroup group(3, o);
-  // Rank 2 comes late, so rank 0's listener (it receives from rank 2) is open for a while
-  // before the real connection arrives: the attacks are queued ahead of it.
-  group.beforeCreate = [](int rank) {
-    if (rank == 2) std::this_thread::sleep_for(1500ms);
+  CommRanks group(3, o);
+  // Rank 2 comes once the attacks went out, so rank 0's listener (it receives from rank 2)
+  // has them queued ahead of the real connection.
+  group.beforeCreate = [&group](int rank) {
+    if (rank == 2) group.waitFor(-1, "attacked");
   };
   group.start([](Communicator& comm, int) {
     std::vector<int32_t> v(1000, comm.rank() + 1);
@@ -137,6 +137,7 @@ TEST(HostileConnections, AreRefusedLoggedAndTheJobCompletes) {
   std::vector<Fd> silent;
   silent.push_back(attack(addr, &wrongRank, 20));  // truncated, then silence
   for (int i = 0; i < 100; ++i) silent.push_back(attack(addr, nullptr, 0));  // a flood
+  group.say("attacked");
 
   auto reports = group.join(Clock::now() + 30s);
   for (const auto& r : reports) {

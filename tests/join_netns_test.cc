@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
-#include "join_harness.h"
+#include "tests/support/fork_ranks.h"
 #include "netns_hosts.h"
 #include "ring/communicator.h"
 #include "ring/join_store.h"
@@ -21,8 +21,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::NamespaceHosts;
-using testing::Outcome;
-using testing::ProcessRanks;
+using testing::RankResult;
+using testing::ForkedRanks;
 
 // A slower, buffered link, as between hosts; the test stands without it.
 const testing::LinkShape kLink{"400mbit", "64kb", "20ms", /*required=*/false};
@@ -46,10 +46,10 @@ struct Rank {
   std::string masterAddr;
 };
 
-std::vector<Outcome> runNodes(const NamespaceHosts& net, const std::vector<Rank>& ranks,
+std::vector<RankResult> runNodes(const NamespaceHosts& net, const std::vector<Rank>& ranks,
                               double deadline = 20) {
   const Options o = nodeOptions();
-  ProcessRanks group(static_cast<int>(ranks.size()));
+  ForkedRanks group(static_cast<int>(ranks.size()));
   group.start([&](int c) {
     const Rank& r = ranks[c];
     net.enter(r.nodeA);
@@ -59,12 +59,12 @@ std::vector<Outcome> runNodes(const NamespaceHosts& net, const std::vector<Rank>
     comm->allReduce(&x, &x, 1, DataType::kInt64, ReduceOp::kSum);
     if (x != r.size) fail(ErrorCode::kInternal, "sum {} instead of {}", x, r.size);
   });
-  return group.join(deadline);
+  return group.join(group.started() + std::chrono::milliseconds(static_cast<long long>(deadline * 1000)));
 }
 
-void printCase(const char* name, const std::vector<Outcome>& outs) {
-  for (const Outcome& o : outs) {
-    std::printf("[join netns] %s: child %d after %.2f s: %s\n", name, o.child, o.seconds,
+void printCase(const char* name, const std::vector<RankResult>& outs) {
+  for (const RankResult& o : outs) {
+    std::printf("[join netns] %s: rank %d after %.2f s: %s\n", name, o.rank, o.seconds,
                 o.message.c_str());
   }
 }
@@ -89,8 +89,8 @@ TEST(JoinNetns, AnUnreachableMasterAddrIsReportedWithTheVariableAtTheJoinTimeout
   const std::string nobody = "10.213.0.99";  // on node 1's subnet, no such host
   auto outs =
       runNodes(net, {{true, 0, 4, a}, {true, 1, 4, a}, {false, 2, 4, nobody}, {false, 3, 4, nobody}});
-  for (const Outcome& o : outs) {
-    SCOPED_TRACE(testing::describe(o));
+  for (const RankResult& o : outs) {
+    SCOPED_TRACE(o.describe());
     EXPECT_TRUE(o.reported && !o.ok && !o.hung);
     EXPECT_EQ(o.code, static_cast<int>(ErrorCode::kTimeout));
     EXPECT_GT(o.seconds, 2.9);
@@ -118,13 +118,13 @@ TEST(JoinNetns, BothNodesGivenNode1sAddressFailRankZeroAtOnce) {
   if (!net.ok()) GTEST_SKIP() << net.why();
   const std::string b = "10.213.0.2";
   auto outs = runNodes(net, {{true, 0, 4, b}, {true, 1, 4, b}, {false, 2, 4, b}, {false, 3, 4, b}});
-  SCOPED_TRACE(testing::describe(outs[0]));
+  SCOPED_TRACE(outs[0].describe());
   EXPECT_TRUE(outs[0].reported && !outs[0].ok);
   EXPECT_LT(outs[0].seconds, 2.0);
   EXPECT_NE(outs[0].message.find("not an address of this host"), std::string::npos);
   EXPECT_NE(outs[0].message.find("MASTER_ADDR=10.213.0.2"), std::string::npos);
   for (int c : {1, 2, 3}) {
-    SCOPED_TRACE(testing::describe(outs[c]));
+    SCOPED_TRACE(outs[c].describe());
     EXPECT_TRUE(outs[c].reported && !outs[c].ok && !outs[c].hung);
     EXPECT_LT(outs[c].seconds, 8.0);
     EXPECT_NE(outs[c].message.find("10.213.0.2"), std::string::npos);
@@ -139,16 +139,17 @@ TEST(JoinNetns, ARankKilledOnNode1WhileJoiningEndsNode0Too) {
   const std::string a = "10.213.0.1";
   Options o = nodeOptions();
   o.joinTimeout = 30s;
-  ProcessRanks group(4);
+  ForkedRanks group(4);
   group.start([&](int c) {
     net.enter(c < 2);
     std::shared_ptr<Store> store = joinStore(a, kPort, c, o);
     Communicator::create(store, c, 5, o, a);  // rank 4 never comes
   });
-  std::this_thread::sleep_for(1500ms);
+  // Rank 0's progress line once the four have checked in: they wait for rank 4 now.
+  group.waitForLog(0, "4 of 5 ranks have joined", 20s);
   const double killedAt = std::chrono::duration<double>(Clock::now() - group.started()).count();
   group.kill(3);
-  auto outs = group.join(25);
+  auto outs = group.join(group.started() + 25s);
   testing::expectAllFailed(outs, killedAt + 4.0, {"rank 3", "10.213.0.2", "exited"}, /*skip=*/3);
   printCase("rank 3 on node 1 killed while joining", {outs[0], outs[1], outs[2]});
 }

@@ -18,7 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
-#include "join_harness.h"
+#include "tests/support/fork_ranks.h"
 #include "ring/communicator.h"
 #include "ring/join.h"
 #include "ring/join_store.h"
@@ -29,8 +29,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::expectAllFailed;
-using testing::Outcome;
-using testing::ProcessRanks;
+using testing::RankResult;
+using testing::ForkedRanks;
 
 Options joinOptions(const std::string& token) {
   Options o;
@@ -62,9 +62,9 @@ void createAndSum(const std::string& host, uint16_t port, int rank, int size, co
   }
 }
 
-void printCase(const char* name, const std::vector<Outcome>& outs) {
+void printCase(const char* name, const std::vector<RankResult>& outs) {
   double worst = 0;
-  for (const Outcome& o : outs) worst = std::max(worst, o.seconds);
+  for (const RankResult& o : outs) worst = std::max(worst, o.seconds);
   std::printf("[join] %s: every rank failed within %.2f s; rank 0: %s\n", name, worst,
               outs[0].message.c_str());
 }
@@ -76,17 +76,17 @@ void expectNoSegments(const std::string& token) {
 }
 
 // Children c = 0..n-1 believe they are rank ranks[c] of sizes[c].
-std::vector<Outcome> runBeliefs(const std::vector<int>& ranks, const std::vector<int>& sizes,
+std::vector<RankResult> runBeliefs(const std::vector<int>& ranks, const std::vector<int>& sizes,
                                 const Options& base,
                                 std::function<void(int child, Options&)> adjust = nullptr) {
   const uint16_t port = testing::freePort();
-  ProcessRanks group(static_cast<int>(ranks.size()));
+  ForkedRanks group(static_cast<int>(ranks.size()));
   group.start([&](int c) {
     Options o = base;
     if (adjust) adjust(c, o);
     createAndSum("127.0.0.1", port, ranks[c], sizes[c], o);
   });
-  return group.join(25);
+  return group.join(group.started() + 25s);
 }
 
 // node 1 started with --nnodes=3 (world 6 there, 4 here): ranks 2 and 3 say 6.
@@ -111,8 +111,8 @@ TEST(Join, ARankTwoProcessesClaimFailsEveryRank) {
 TEST(Join, ANprocPerNodeDisagreementFailsEveryRank) {
   const std::string token = uniqueToken("nproc");
   auto outs = runBeliefs({0, 1, 2, 3, 2, 3}, {8, 8, 8, 8, 4, 4}, joinOptions(token));
-  for (const Outcome& o : outs) {
-    SCOPED_TRACE(testing::describe(o));
+  for (const RankResult& o : outs) {
+    SCOPED_TRACE(o.describe());
     EXPECT_TRUE(o.reported && !o.ok && !o.hung);
     EXPECT_LT(o.seconds, 8.0);
     bool named = o.message.find("already held by another process") != std::string::npos ||
@@ -142,11 +142,11 @@ TEST(Join, AnotherSecretFailsAtOnceAndEveryRankNamesIt) {
     if (c == 1) o.token = token + "x";
   });
   expectAllFailed(outs, 8.0, {"GYRE_TOKEN", "rank 1", "secret"});
-  EXPECT_LT(outs[1].seconds, 1.0) << testing::describe(outs[1]);
+  EXPECT_LT(outs[1].seconds, 1.0) << outs[1].describe();
   EXPECT_NE(outs[1].message.find("holds another secret than this rank"), std::string::npos);
-  for (const Outcome& o : outs) {
-    EXPECT_EQ(o.message.find(token), std::string::npos) << testing::describe(o);
-    EXPECT_EQ(o.log.find(token), std::string::npos) << testing::describe(o);
+  for (const RankResult& o : outs) {
+    EXPECT_EQ(o.message.find(token), std::string::npos) << o.describe();
+    EXPECT_EQ(o.log.find(token), std::string::npos) << o.describe();
   }
   printCase("another secret on rank 1", outs);
 }
@@ -160,26 +160,26 @@ TEST(Join, ASecretOnOneSideOnlyFailsEveryRankWithinSeconds) {
     if (c == 2) o.token.clear();
   });
   expectAllFailed(outs, 8.0, {"rank 2", "GYRE_TOKEN"});
-  EXPECT_LT(outs[2].seconds, 1.0) << testing::describe(outs[2]);
+  EXPECT_LT(outs[2].seconds, 1.0) << outs[2].describe();
   EXPECT_NE(outs[2].message.find("requires the job's secret and this process has none"),
-            std::string::npos) << testing::describe(outs[2]);
+            std::string::npos) << outs[2].describe();
 
   const std::string token2 = uniqueToken("half0");
   auto outs0 = runBeliefs({0, 1, 2}, {3, 3, 3}, joinOptions(token2), [&](int c, Options& o) {
     if (c == 0) o.token.clear();
   });
-  for (const Outcome& o : outs0) {
-    SCOPED_TRACE(testing::describe(o));
+  for (const RankResult& o : outs0) {
+    SCOPED_TRACE(o.describe());
     EXPECT_TRUE(o.reported && !o.ok && !o.hung);
     EXPECT_LT(o.seconds, 8.0);
     EXPECT_NE(o.message.find("GYRE_TOKEN"), std::string::npos);
   }
   EXPECT_NE(outs0[1].message.find("the store asks for no secret, but this rank has one"),
-            std::string::npos) << testing::describe(outs0[1]);
+            std::string::npos) << outs0[1].describe();
   EXPECT_NE(outs0[0].message.find("could not join"), std::string::npos)
-      << testing::describe(outs0[0]);
+      << outs0[0].describe();
   for (const auto* set : {&outs, &outs0}) {
-    for (const Outcome& o : *set) {
+    for (const RankResult& o : *set) {
       EXPECT_EQ(o.message.find(token), std::string::npos);
       EXPECT_EQ(o.log.find(token), std::string::npos);
     }
@@ -199,16 +199,17 @@ TEST(Join, ARankWhoseSetupFailedIsNamedByEveryRank) {
 TEST(Join, ARankKilledWhileJoiningEndsTheJoinOnEveryRank) {
   const std::string token = uniqueToken("kill");
   const uint16_t port = testing::freePort();
-  ProcessRanks group(4);
+  ForkedRanks group(4);
   Options o = joinOptions(token);
   group.start([&](int c) { createAndSum("127.0.0.1", port, c, 5, o); });  // rank 4 never comes
-  std::this_thread::sleep_for(1500ms);
+  // Rank 0's progress line once the four have checked in: they wait for rank 4 now.
+  group.waitForLog(0, "4 of 5 ranks have joined", 20s);
   const double killedAt = std::chrono::duration<double>(Clock::now() - group.started()).count();
   group.kill(3);
-  auto outs = group.join(25);
+  auto outs = group.join(group.started() + 25s);
   expectAllFailed(outs, killedAt + 4.0, {"rank 3", "exited"}, /*skip=*/3);
   for (int c = 0; c < 3; ++c) EXPECT_GT(outs[c].seconds, killedAt) << outs[c].message;
-  printCase("rank 3 killed 1.5 s into the join", {outs[0], outs[1], outs[2]});
+  printCase("rank 3 killed while the others wait in the join", {outs[0], outs[1], outs[2]});
   expectNoSegments(token);
 }
 
@@ -219,8 +220,8 @@ TEST(Join, AMissingRankIsReportedWhileWaitingThenAtTheJoinTimeout) {
   o.joinProgressFirst = 400ms;
   o.joinProgressEvery = 800ms;
   auto outs = runBeliefs({0, 1}, {3, 3}, o);
-  for (const Outcome& out : outs) {
-    SCOPED_TRACE(testing::describe(out));
+  for (const RankResult& out : outs) {
+    SCOPED_TRACE(out.describe());
     EXPECT_TRUE(out.reported && !out.ok && !out.hung);
     EXPECT_EQ(out.code, static_cast<int>(ErrorCode::kTimeout));
     EXPECT_GT(out.seconds, 2.4);
@@ -247,13 +248,13 @@ TEST(Join, ALateRankIsWaitedForAndRankZeroSaysWhenAllJoined) {
   const uint16_t port = testing::freePort();
   Options o = joinOptions(token);
   o.joinProgressFirst = 300ms;
-  ProcessRanks group(3);
+  ForkedRanks group(3);
   group.start([&](int c) {
-    if (c == 2) std::this_thread::sleep_for(1500ms);
+    if (c == 2) group.waitForLog(0, "missing 2", 20s);  // late: rank 0 has said so
     createAndSum("127.0.0.1", port, c, 3, o);
   });
-  auto outs = group.join(25);
-  for (const Outcome& out : outs) EXPECT_TRUE(out.ok) << testing::describe(out);
+  auto outs = group.join(group.started() + 25s);
+  for (const RankResult& out : outs) EXPECT_TRUE(out.ok) << out.describe();
   EXPECT_NE(outs[0].log.find("missing 2"), std::string::npos) << outs[0].log;
   EXPECT_NE(outs[0].log.find("all 3 ranks joined in"), std::string::npos) << outs[0].log;
 }
@@ -268,16 +269,16 @@ TEST(Join, CreationEndsTogetherSoRankZeroMayExitAtOnce) {
     const std::string token = uniqueToken("together");
     const uint16_t port = testing::freePort();
     Options o = joinOptions(token);
-    ProcessRanks group(4);
+    ForkedRanks group(4);
     group.start([&](int c) {
       Options mine = o;
       mine.hostId = c < 2 ? "host-a" : "host-b";
       std::shared_ptr<Store> store = joinStore("127.0.0.1", port, c, mine);
       auto comm = Communicator::create(store, c, 4, mine, "127.0.0.1");
-      if (c != 0) std::this_thread::sleep_for(std::chrono::milliseconds(20 * c));
+      if (c != 0) group.waitEnded(0);  // rank 0's process, and the store, go first
     });
-    auto outs = group.join(25);
-    for (const Outcome& out : outs) EXPECT_TRUE(out.ok) << "round " << round << ": " << testing::describe(out);
+    auto outs = group.join(group.started() + 25s);
+    for (const RankResult& out : outs) EXPECT_TRUE(out.ok) << "round " << round << ": " << out.describe();
   }
 }
 
@@ -304,20 +305,20 @@ TEST(Join, KilledAtRandomPointsOfStartupLeavesNothingBehind) {
     Options o = joinOptions(token);
     o.timeout = 10s;
     o.joinTimeout = 3s;
-    ProcessRanks group(n);
+    ForkedRanks group(n);
     group.start([&](int c) { createAndSum("127.0.0.1", port, c, n, o, 20); });
-    std::this_thread::sleep_for(delay);
+    std::this_thread::sleep_for(delay);  // models time passing: a random point of startup
     const double killedAt = std::chrono::duration<double>(Clock::now() - group.started()).count();
     if (wholeJob) {
       for (int c = 0; c < n; ++c) group.kill(c);
     } else {
       group.kill(victim);
     }
-    auto outs = group.join(25);
-    for (const Outcome& out : outs) {
-      if (out.child == victim || wholeJob) continue;
+    auto outs = group.join(group.started() + 25s);
+    for (const RankResult& out : outs) {
+      if (out.rank == victim || wholeJob) continue;
       SCOPED_TRACE(fmt::format("run {}: victim {} of {} at {:.3f} s; {}", run, victim, n,
-                               killedAt, testing::describe(out)));
+                               killedAt, out.describe()));
       EXPECT_TRUE(out.reported && !out.hung);
       if (!out.ok) {
         worst = std::max(worst, out.seconds - killedAt);
@@ -350,7 +351,7 @@ TEST(Join, ARankKilledAfterCreatingDoesNotHoldRankZeroAtTheLastBarrier) {
     Options o = joinOptions(uniqueToken("lastbarrier"));
     const int n = 3;
     const int victim = window == kStoreGoneBeforeLeft ? 0 : 1;
-    ProcessRanks group(n);
+    ForkedRanks group(n);
     group.start([&](int c) {
       std::shared_ptr<Store> store = joinStore("127.0.0.1", port, c, o);
       Join join(*store, c, n, o);
@@ -377,15 +378,11 @@ TEST(Join, ARankKilledAfterCreatingDoesNotHoldRankZeroAtTheLastBarrier) {
         join.waitAll("done", "finishing creation");
         if (window == kStoreGoneBeforeLeft && c != 0) {
           store->setString(fmt::format("test/passed/{}", c), "1");
-          // Until rank 0's process, and the store with it, is gone (at most 5 s).
-          for (int i = 0; i < 1000; ++i) {
-            try {
-              store->check({"test/none"});
-            } catch (const Error& e) {
-              if (e.cause() == ErrorCause::kStoreLost) break;
-              throw;
-            }
-            std::this_thread::sleep_for(5ms);
+          group.waitEnded(0, 5s);  // rank 0's process, and the store with it, is gone
+          try {
+            store->check({"test/none"});
+          } catch (const Error& e) {
+            if (e.cause() != ErrorCause::kStoreLost) throw;
           }
         }
         if (c == victim) {
@@ -398,10 +395,10 @@ TEST(Join, ARankKilledAfterCreatingDoesNotHoldRankZeroAtTheLastBarrier) {
         throw;
       }
     });
-    auto outs = group.join(25);
-    for (const Outcome& out : outs) {
-      if (out.child == victim) continue;
-      SCOPED_TRACE(fmt::format("window {}: {}", static_cast<int>(window), testing::describe(out)));
+    auto outs = group.join(group.started() + 25s);
+    for (const RankResult& out : outs) {
+      if (out.rank == victim) continue;
+      SCOPED_TRACE(fmt::format("window {}: {}", static_cast<int>(window), out.describe()));
       EXPECT_TRUE(out.reported && !out.hung);
       EXPECT_LT(out.seconds, 5.0);
       if (window != kCountedNotMarked) {
@@ -418,10 +415,11 @@ TEST(Join, ARankKilledAfterCreatingDoesNotHoldRankZeroAtTheLastBarrier) {
 TEST(Join, ASecondJobOnTheSamePortFailsAtOnceAndTheFirstRunsOn) {
   const uint16_t port = testing::freePort();
   Options a = joinOptions(uniqueToken("joba"));
-  ProcessRanks first(2);
+  ForkedRanks first(2);
   first.start([&](int c) {
     std::shared_ptr<Store> store = joinStore("127.0.0.1", port, c, a);
     auto comm = Communicator::create(store, c, 2, a, "127.0.0.1");
+    first.say("created");
     const Clock::time_point until = Clock::now() + 4s;
     std::vector<int64_t> v(1000);
     for (;;) {
@@ -435,21 +433,23 @@ TEST(Join, ASecondJobOnTheSamePortFailsAtOnceAndTheFirstRunsOn) {
       }
     }
   });
-  std::this_thread::sleep_for(1500ms);
+  // Job A runs (its rank 0 serves the store on the port) until 4 s after it formed.
+  first.waitFor(0, "created", 20s);
+  first.waitFor(1, "created", 20s);
   Options b = joinOptions(uniqueToken("jobb"));
-  ProcessRanks second(2);
+  ForkedRanks second(2);
   second.start([&](int c) { createAndSum("127.0.0.1", port, c, 2, b); });
-  auto outs = second.join(20);
+  auto outs = second.join(second.started() + 20s);
   EXPECT_NE(outs[0].message.find("already in use: another gyre job"), std::string::npos)
-      << testing::describe(outs[0]);
+      << outs[0].describe();
   // Job B's rank 1 reaches job A's store, which holds another secret.
   EXPECT_NE(outs[1].message.find("the store holds another secret"), std::string::npos)
-      << testing::describe(outs[1]);
-  for (const Outcome& o : outs) {
-    EXPECT_TRUE(o.reported && !o.ok && !o.hung) << testing::describe(o);
-    EXPECT_LT(o.seconds, 4.0) << testing::describe(o);
+      << outs[1].describe();
+  for (const RankResult& o : outs) {
+    EXPECT_TRUE(o.reported && !o.ok && !o.hung) << o.describe();
+    EXPECT_LT(o.seconds, 4.0) << o.describe();
   }
-  for (const Outcome& o : first.join(30)) EXPECT_TRUE(o.ok) << testing::describe(o);
+  for (const RankResult& o : first.join(first.started() + 30s)) EXPECT_TRUE(o.ok) << o.describe();
   std::printf("[join] second job on a port: its rank 0: %s\n[join] its rank 1: %s\n",
               outs[0].message.c_str(), outs[1].message.c_str());
 }
@@ -457,7 +457,7 @@ TEST(Join, ASecondJobOnTheSamePortFailsAtOnceAndTheFirstRunsOn) {
 // From the environment, as under a launcher: a typo in one rank's GYRE_* value.
 TEST(Join, AGyreVariableTypoOnOneRankFailsEveryRankAtCreation) {
   const uint16_t port = testing::freePort();
-  ProcessRanks group(3);
+  ForkedRanks group(3);
   group.start([&](int c) {
     ::setenv("RANK", std::to_string(c).c_str(), 1);
     ::setenv("WORLD_SIZE", "3", 1);
@@ -467,7 +467,7 @@ TEST(Join, AGyreVariableTypoOnOneRankFailsEveryRankAtCreation) {
     if (c == 1) ::setenv("GYRE_REDUCE_ISA", "avx1024", 1);
     auto comm = Communicator::fromEnvironment();
   });
-  auto outs = group.join(25);
+  auto outs = group.join(group.started() + 25s);
   expectAllFailed(outs, 8.0,
                   {"rank 1", "GYRE_REDUCE_ISA='avx1024'", "auto, portable, avx2 or avx512"});
   printCase("GYRE_REDUCE_ISA=avx1024 on rank 1", outs);
@@ -483,7 +483,7 @@ TEST_P(CreateDestroyCycles, EveryInitModeCreatesAgain) {
   const std::vector<uint16_t> ports = testing::freePorts(5);  // 3 cycles, 1 store, env
   Options o = joinOptions("");
   o.token.clear();  // rank 0 makes one per communicator
-  ProcessRanks group(n);
+  ForkedRanks group(n);
   group.start([&](int c) {
     for (int cycle = 0; cycle < 3; ++cycle) {
       createAndSum("127.0.0.1", ports[cycle], c, n, o, 1);
@@ -507,7 +507,7 @@ TEST_P(CreateDestroyCycles, EveryInitModeCreatesAgain) {
       if (x != static_cast<int64_t>(n) * (n + 1) / 2) fail(ErrorCode::kInternal, "sum {}", x);
     }
   });
-  for (const Outcome& out : group.join(120)) EXPECT_TRUE(out.ok) << testing::describe(out);
+  for (const RankResult& out : group.join(group.started() + 120s)) EXPECT_TRUE(out.ok) << out.describe();
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, CreateDestroyCycles, ::testing::Values(2, 3, 5, 8));

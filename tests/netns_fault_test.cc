@@ -16,7 +16,7 @@
 
 #include "base/error.h"
 #include "netns_hosts.h"
-#include "rank_harness.h"
+#include "tests/support/fork_ranks.h"
 #include "ring/communicator.h"
 #include "store/tcp_store.h"
 
@@ -25,15 +25,21 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::NamespaceHosts;
-using testing::RankGroup;
-using testing::RankReport;
+using testing::CommRanks;
+using testing::RankResult;
 
 // A slower, buffered link, as between hosts; the test stands without it.
 const testing::LinkShape kLink{"400mbit", "64kb", "20ms", /*required=*/false};
 
-void stream(Communicator& comm, int) {
-  std::vector<float> buf(256 * 1024);
-  for (;;) comm.allReduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, ReduceOp::kSum);
+// All-reduces until one fails; each rank posts "streaming" on `group` after its first.
+testing::RankBody stream(CommRanks& group) {
+  return [&group](Communicator& comm, int) {
+    std::vector<float> buf(256 * 1024);
+    for (int i = 0;; ++i) {
+      if (i == 1) group.post("streaming");
+      comm.allReduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, ReduceOp::kSum);
+    }
+  };
 }
 
 // `inA[r]`: whether rank r runs in namespace a (rank 0, which serves the store, must).
@@ -45,21 +51,21 @@ void linkDownMidCollective(const std::vector<bool>& inA) {
   o.timeout = 2s;
   o.stallWarn = 1s;
   o.token = "netns-fault-" + std::to_string(::getpid()) + "-" + std::to_string(n);
-  RankGroup group(n, o);
+  CommRanks group(n, o);
   group.masterAddr = "10.213.0.1";
   group.beforeCreate = [&](int rank) { net.enter(inA[rank]); };
   group.makeStore = [&](int rank) -> std::shared_ptr<Store> {
     if (rank == 0) return TcpStore::serve("10.213.0.1", 29511, o.timeout * 10);
     return TcpStore::connect("10.213.0.1", 29511, o.timeout * 10);
   };
-  group.start(stream);
+  group.start(stream(group));
   ASSERT_TRUE(group.waitReady(30s)) << "the ranks did not connect across the namespaces";
-  std::this_thread::sleep_for(300ms);
+  ASSERT_TRUE(group.tryAwait("streaming", n, 30s));
   const auto cutAt = Clock::now();
   ASSERT_TRUE(net.cut());
   auto reports = group.join(cutAt + o.timeout + 6s);
   double worst = 0;
-  for (const RankReport& r : reports) {
+  for (const RankResult& r : reports) {
     SCOPED_TRACE(fmt::format("rank {} of {}", r.rank, n));
     ASSERT_TRUE(r.reported && !r.ok && !r.hung) << r.message << "\n" << r.log;
     EXPECT_TRUE(r.code == static_cast<int>(ErrorCode::kTimeout) ||
@@ -75,7 +81,7 @@ void linkDownMidCollective(const std::vector<bool>& inA) {
       }
     }
     EXPECT_TRUE(named) << r.message;
-    double seconds = testing::secondsBetween(cutAt, r.errorAt);
+    double seconds = testing::secondsBetween(cutAt, r.endedAt);
     worst = std::max(worst, seconds);
     EXPECT_LT(seconds, 2.0 + 2.0) << r.message;
   }

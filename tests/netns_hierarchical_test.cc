@@ -21,7 +21,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "netns_hosts.h"
-#include "rank_harness.h"
+#include "tests/support/fork_ranks.h"
 #include "ring/communicator.h"
 #include "store/tcp_store.h"
 #include "allreduce_check.h"
@@ -34,8 +34,8 @@ using namespace std::chrono_literals;
 using testing::check;
 using testing::checkAllReduce;
 using testing::NamespaceHosts;
-using testing::RankGroup;
-using testing::RankReport;
+using testing::CommRanks;
+using testing::RankResult;
 
 void everyDtypeOpAndCount(Communicator& comm, int) {
   const size_t n = static_cast<size_t>(comm.size());
@@ -68,7 +68,7 @@ void runOnTwoHosts(const std::vector<bool>& inA, const std::vector<AllReduceAlgo
     o.slotBytes = 32 * 1024;
     o.algo = algo;
     o.token = fmt::format("netns-hier-{}-{}-{}", ::getpid(), n, port);
-    RankGroup group(n, o);
+    CommRanks group(n, o);
     group.masterAddr = net.address(true);
     group.beforeCreate = [&](int rank) { net.enter(inA[rank]); };
     group.makeStore = [&, port](int rank) -> std::shared_ptr<Store> {
@@ -78,7 +78,7 @@ void runOnTwoHosts(const std::vector<bool>& inA, const std::vector<AllReduceAlgo
     group.start(everyDtypeOpAndCount);
     ASSERT_TRUE(group.waitReady(30s)) << "the ranks did not connect across the namespaces";
     const auto reports = group.join(Clock::now() + 200s);
-    for (const RankReport& r : reports) {
+    for (const RankResult& r : reports) {
       EXPECT_TRUE(r.reported && r.ok && !r.hung)
           << "rank " << r.rank << ": " << r.message << "\n" << r.log;
     }
@@ -109,11 +109,11 @@ TEST(NetnsHierarchical, UnevenThreePlusOne) {  // the leaders-only form
 // link sent meanwhile, every rank checked to have succeeded.
 long long runJob(NamespaceHosts& net, const std::vector<bool>& inA, Options o, int port,
                  const std::function<void(Communicator&, int)>& body,
-                 std::vector<RankReport>* out = nullptr) {
+                 std::vector<RankResult>* out = nullptr) {
   const long long before = net.bytesSentByA();
   o.timeout = 60s;
   o.token = fmt::format("netns-hier-job-{}-{}", ::getpid(), port);
-  RankGroup group(static_cast<int>(inA.size()), o);
+  CommRanks group(static_cast<int>(inA.size()), o);
   group.masterAddr = net.address(true);
   group.beforeCreate = [&](int rank) { net.enter(inA[rank]); };
   group.makeStore = [&, port](int rank) -> std::shared_ptr<Store> {
@@ -123,7 +123,7 @@ long long runJob(NamespaceHosts& net, const std::vector<bool>& inA, Options o, i
   group.start(body);
   EXPECT_TRUE(group.waitReady(30s)) << "the ranks did not connect across the namespaces";
   const auto reports = group.join(Clock::now() + 120s);
-  for (const RankReport& r : reports) {
+  for (const RankResult& r : reports) {
     EXPECT_TRUE(r.reported && r.ok && !r.hung)
         << "rank " << r.rank << ": " << r.message << "\n" << r.log;
   }
@@ -199,7 +199,7 @@ TEST(NetnsHierarchical, CreationProbeMeasuresTheLink) {
   ::setenv("GYRE_DEBUG", "INFO", 1);  // each ctest entry is its own process
   Options o;
   o.algo = AllReduceAlgo::kAuto;
-  std::vector<RankReport> reports;
+  std::vector<RankResult> reports;
   runJob(net, {true, true, false, false}, o, 29549, [](Communicator& comm, int) {
     check(logEnabled(LogLevel::kInfo), "GYRE_DEBUG was read before the test set it");
     std::vector<float> buf(1 << 16, 1.0f);
@@ -242,24 +242,27 @@ TEST(NetnsHierarchical, LinkCutMidCollectiveFailsNamingTheFarSide) {
   o.stallWarn = 1s;
   o.algo = AllReduceAlgo::kHierarchical;
   o.token = fmt::format("netns-hier-cut-{}", ::getpid());
-  RankGroup group(4, o);
+  CommRanks group(4, o);
   group.masterAddr = net.address(true);
   group.beforeCreate = [&](int rank) { net.enter(inA[rank]); };
   group.makeStore = [&](int rank) -> std::shared_ptr<Store> {
     if (rank == 0) return TcpStore::serve(net.address(true), 29539, o.timeout * 10);
     return TcpStore::connect(net.address(true), 29539, o.timeout * 10);
   };
-  group.start([](Communicator& comm, int) {
+  group.start([&group](Communicator& comm, int) {
     std::vector<float> buf(1 << 20);
-    for (;;) comm.allReduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, ReduceOp::kSum);
+    for (int i = 0;; ++i) {
+      if (i == 1) group.post("streaming");
+      comm.allReduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, ReduceOp::kSum);
+    }
   });
   ASSERT_TRUE(group.waitReady(30s)) << "the ranks did not connect across the namespaces";
-  std::this_thread::sleep_for(300ms);
+  ASSERT_TRUE(group.tryAwait("streaming", 4, 30s));
   const auto cutAt = Clock::now();
   ASSERT_TRUE(net.cut());
   const auto reports = group.join(cutAt + o.timeout + 6s);
   double worst = 0;
-  for (const RankReport& r : reports) {
+  for (const RankResult& r : reports) {
     SCOPED_TRACE(fmt::format("rank {}", r.rank));
     ASSERT_TRUE(r.reported && !r.ok && !r.hung) << r.message << "\n" << r.log;
     EXPECT_NE(r.message.find("[hier]"), std::string::npos) << r.message;
@@ -271,7 +274,7 @@ TEST(NetnsHierarchical, LinkCutMidCollectiveFailsNamingTheFarSide) {
       }
     }
     EXPECT_TRUE(named) << r.message;
-    const double seconds = testing::secondsBetween(cutAt, r.errorAt);
+    const double seconds = testing::secondsBetween(cutAt, r.endedAt);
     worst = std::max(worst, seconds);
     EXPECT_LT(seconds, 2.0 + 2.0) << r.message;
   }

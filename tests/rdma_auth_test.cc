@@ -27,7 +27,7 @@
 
 #include "auth_attacker.h"
 #include "base/secret.h"
-#include "rank_harness.h"
+#include "tests/support/fork_ranks.h"
 #include "rdma_test_support.h"
 #include "ring/communicator.h"
 #include "transport/handshake.h"
@@ -38,8 +38,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using namespace testing::attack;
-using testing::RankGroup;
-using testing::RankReport;
+using testing::CommRanks;
+using testing::RankResult;
 
 constexpr int kRanks = 4;
 constexpr int kLate = 3;  // checks in once the outsider has sent: every rank awaits it
@@ -73,11 +73,10 @@ std::pair<int, int> pipeCounts(const std::string& log) {
 TEST(RdmaAuth, AnOutsiderOnTheControlLinkGetsNothingAndTheJobIsExact) {
   GYRE_SKIP_WITHOUT_RDMA();
   const std::string secret = fmt::format("rdma-attack-secret-{}", ::getpid());
-  RankGroup group(kRanks, rdmaAuthOptions(secret));
+  CommRanks group(kRanks, rdmaAuthOptions(secret));
   group.perRank = onTwoDevices;
-  LateGate gate;
-  group.beforeCreate = [&gate](int rank) {
-    if (rank == kLate) gate.wait(120s);
+  group.beforeCreate = [&group](int rank) {
+    if (rank == kLate) waitForTheAttacks(group, 120s);
   };
   // int64 sums stay exact; 8195 and 60001 elements cross the 16 KiB slots.
   group.start([](Communicator& comm, int) { exactAllReduces(comm, {1, 1000, 8195, 60001}); });
@@ -113,15 +112,15 @@ TEST(RdmaAuth, AnOutsiderOnTheControlLinkGetsNothingAndTheJobIsExact) {
   }
   AttackerOptions how;
   how.window = 180s;  // a close ends each read; the VM's creation takes seconds
-  how.gate = &gate;
+  how.gate = &group;
   const auto attackedAt = Clock::now();
   std::map<std::string, Result> results = runAttacker(attacks, how);
   std::printf("[rdma auth] the outsider was answered within %.1f s\n",
               testing::secondsBetween(attackedAt, Clock::now()));
 
-  std::vector<RankReport> reports = group.join(Clock::now() + 300s);
+  std::vector<RankResult> reports = group.join(Clock::now() + 300s);
   ASSERT_EQ(reports.size(), size_t{kRanks});
-  for (const RankReport& r : reports) {
+  for (const RankResult& r : reports) {
     ASSERT_TRUE(r.ok && !r.hung) << "rank " << r.rank << ": " << r.message << "\n" << r.log;
     // Every pipe was rdma, none tcp or shm: a job that fell back would fail here.
     const auto [rdma, other] = pipeCounts(r.log);
@@ -133,7 +132,7 @@ TEST(RdmaAuth, AnOutsiderOnTheControlLinkGetsNothingAndTheJobIsExact) {
     expectOnlyAChallenge(results, fmt::format("ctl-replay-{}", rank));
     expectOnlyAChallenge(results, fmt::format("ctl-forged-{}", rank));
     // Both refusals logged, once each, and nothing else refused: no flood.
-    const RankReport& r = reports[static_cast<size_t>(rank)];
+    const RankResult& r = reports[static_cast<size_t>(rank)];
     expectRefusalsLogged(r, kLate, 2);
     EXPECT_EQ(count(r.log, "refused a connection from"), 2u) << r.log;
     EXPECT_EQ(r.log.find("outsider: the job is over"), std::string::npos) << r.log;
@@ -147,18 +146,18 @@ TEST(RdmaAuth, ARankWithAnotherSecretFailsAtOnceSayingSo) {
   constexpr int kOdd = 2;
   const std::string secret = fmt::format("rdma-secret-{}", ::getpid());
   const std::string other = fmt::format("another-{}-key", ::getpid());
-  RankGroup group(kRanks, rdmaAuthOptions(secret));
+  CommRanks group(kRanks, rdmaAuthOptions(secret));
   group.perRank = [&other](int rank, Options& o) {
     onTwoDevices(rank, o);
     if (rank == kOdd) o.token = other;
   };
   const auto startedAt = Clock::now();
   group.start([](Communicator& comm, int) { exactAllReduces(comm, {1}); });
-  std::vector<RankReport> reports = group.join(Clock::now() + 180s);
+  std::vector<RankResult> reports = group.join(Clock::now() + 180s);
   ASSERT_EQ(reports.size(), size_t{kRanks});
-  for (const RankReport& r : reports) {
+  for (const RankResult& r : reports) {
     ASSERT_TRUE(r.reported && !r.ok && !r.hung) << "rank " << r.rank << ": " << r.message;
-    const double seconds = testing::secondsBetween(startedAt, r.errorAt);
+    const double seconds = testing::secondsBetween(startedAt, r.endedAt);
     std::printf("[rdma auth] rank %d after %.1f s: %s\n", r.rank, seconds, r.message.c_str());
     if (r.rank == kOdd) {
       // The store refuses it at its first request: no wait at all.

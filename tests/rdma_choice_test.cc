@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "rank_harness.h"
+#include "tests/support/fork_ranks.h"
 #include "rdma_test_support.h"
 #include "ring/communicator.h"
 #include "test_values.h"
@@ -54,7 +54,7 @@ std::vector<PeerLine> peerLines(const std::string& log) {
   return out;
 }
 
-std::vector<testing::RankReport> runTwoHosts(bool secondHostHasDevice) {
+std::vector<testing::RankResult> runTwoHosts(bool secondHostHasDevice) {
   Options o = Options::fromEnvironment();
   o.transport = TransportKind::kAuto;
   o.timeout = std::chrono::seconds(120);
@@ -62,7 +62,7 @@ std::vector<testing::RankReport> runTwoHosts(bool secondHostHasDevice) {
   o.logLevel = LogLevel::kInfo;
   o.token = fmt::format("rdmachoice{}{}", ::getpid(), secondHostHasDevice);
   ::setenv("GYRE_DEBUG", "INFO", 1);  // the log level is read once, in each rank
-  testing::RankGroup group(kRanks, o);
+  testing::CommRanks group(kRanks, o);
   group.perRank = [secondHostHasDevice](int rank, Options& opts) {
     opts.hostId = fmt::format("rdma-choice-host-{}", hostOf(rank));
     opts.ibHca = hostOf(rank) == 1 && !secondHostHasDevice ? "=no_such_hca"
@@ -74,7 +74,7 @@ std::vector<testing::RankReport> runTwoHosts(bool secondHostHasDevice) {
 
 TEST(RdmaChoice, AutoPicksRdmaAcrossHostsAndShmWithinOne) {
   GYRE_SKIP_WITHOUT_RDMA();
-  for (const testing::RankReport& r : runTwoHosts(true)) {
+  for (const testing::RankResult& r : runTwoHosts(true)) {
     ASSERT_TRUE(r.reported && r.ok) << r.rank << ": " << r.message << "\n" << r.log;
     auto lines = peerLines(r.log);
     ASSERT_FALSE(lines.empty()) << r.log;
@@ -99,7 +99,7 @@ TEST(RdmaChoice, AutoPicksRdmaAcrossHostsAndShmWithinOne) {
 
 TEST(RdmaChoice, AutoFallsBackToTcpWhereAHostHasNoDevice) {
   GYRE_SKIP_WITHOUT_RDMA();
-  for (const testing::RankReport& r : runTwoHosts(false)) {
+  for (const testing::RankResult& r : runTwoHosts(false)) {
     ASSERT_TRUE(r.reported && r.ok) << r.rank << ": " << r.message << "\n" << r.log;
     for (const PeerLine& l : peerLines(r.log)) {
       if (hostOf(l.peer) == hostOf(r.rank)) {

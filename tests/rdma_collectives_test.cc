@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "rank_harness.h"
+#include "tests/support/fork_ranks.h"
 #include "rdma_test_support.h"
 #include "ring/communicator.h"
 #include "ring/spawn.h"
@@ -132,21 +132,21 @@ TEST(RdmaFaults, KilledRankIsNamedByEverySurvivor) {
   o.logLevel = LogLevel::kInfo;
   o.token = fmt::format("rdmafault{}", ::getpid());
   ::setenv("GYRE_DEBUG", "INFO", 1);  // the log level is read once, in each rank
-  testing::RankGroup group(kRanks, o);
+  testing::CommRanks group(kRanks, o);
   group.perRank = [](int rank, Options& opts) { opts.ibHca = testing::rdmaHcaFor(rank < 2 ? 0 : 1); };
-  group.start(allReduceStream);
+  group.start(allReduceStream(group));
   ASSERT_TRUE(group.waitReady(std::chrono::seconds(120))) << "ranks did not start";
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ASSERT_TRUE(group.tryAwait("streaming", kRanks, std::chrono::seconds(120)));
   const auto killedAt = Clock::now();
   ::kill(group.pid(kVictim), SIGKILL);
   auto reports = group.join(killedAt + std::chrono::seconds(30));
-  for (const testing::RankReport& r : reports) {
+  for (const testing::RankResult& r : reports) {
     EXPECT_FALSE(r.hung) << r.rank << ": " << r.message << "\n" << r.log;
     if (r.rank == kVictim) continue;
     ASSERT_TRUE(r.reported && !r.ok) << r.rank << ": " << r.message << "\n" << r.log;
     EXPECT_NE(r.message.find(fmt::format("rank {} failed", kVictim)), std::string::npos) << r.message;
     EXPECT_NE(r.message.find("allreduce"), std::string::npos) << r.message;
-    const double seconds = std::chrono::duration<double>(r.errorAt - killedAt).count();
+    const double seconds = std::chrono::duration<double>(r.endedAt - killedAt).count();
     EXPECT_LT(seconds, 10.0) << r.message;  // emulated; tcp's bound is 3 s natively
     std::printf("[rdma fault] rank %d: %.0f ms: %s\n", r.rank, seconds * 1e3, r.message.c_str());
     // The INFO line that says which transport each peer got, and why.

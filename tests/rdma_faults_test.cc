@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "rank_harness.h"
+#include "tests/support/fork_ranks.h"
 #include "rdma_test_support.h"
 #include "ring/communicator.h"
 #include "test_values.h"
@@ -66,11 +66,11 @@ TEST(RdmaFaults, LinkDownMidCollectiveFailsEveryRankNamingIt) {
                     "RDMA_NETDEV_B and RDMA_DEV_B): it takes a network link down";
   }
   constexpr int kRanks = 4;
-  testing::RankGroup group(kRanks, rdmaOptions("rdmalinkdown"));
+  testing::CommRanks group(kRanks, rdmaOptions("rdmalinkdown"));
   group.perRank = [](int rank, Options& o) { o.ibHca = testing::rdmaHcaFor(rank < 2 ? 0 : 1); };
-  group.start(allReduceStream);
+  group.start(allReduceStream(group));
   ASSERT_TRUE(group.waitReady(std::chrono::seconds(120))) << "ranks did not start";
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ASSERT_TRUE(group.tryAwait("streaming", kRanks, std::chrono::seconds(120)));
   Relink restore{relink};
   const auto downAt = Clock::now();
   ASSERT_EQ(shell(fmt::format("ip link set {} down", netdev)), 0);
@@ -78,7 +78,7 @@ TEST(RdmaFaults, LinkDownMidCollectiveFailsEveryRankNamingIt) {
   // The device whose link went down (rank 2 and 3's), followed by its port.
   const std::regex downPort(testing::rdmaHcaFor(1).substr(1) + R"( port \d+)");
   int namingThePort = 0;
-  for (const testing::RankReport& r : reports) {
+  for (const testing::RankResult& r : reports) {
     EXPECT_FALSE(r.hung) << r.rank << ": " << r.message << "\n" << r.log;
     ASSERT_TRUE(r.reported && !r.ok) << r.rank << ": " << r.message << "\n" << r.log;
     EXPECT_NE(r.message.find("allreduce"), std::string::npos) << r.message;
@@ -89,7 +89,7 @@ TEST(RdmaFaults, LinkDownMidCollectiveFailsEveryRankNamingIt) {
     // Which comes first is a race of the kernel's, so either counts.
     namingThePort += r.message.find("port went down") != std::string::npos ||
                      std::regex_search(r.message, downPort);
-    const double seconds = std::chrono::duration<double>(r.errorAt - downAt).count();
+    const double seconds = std::chrono::duration<double>(r.endedAt - downAt).count();
     EXPECT_LT(seconds, 10.0) << r.message;  // emulated; the RC retries alone take longer
     std::printf("[rdma link down] rank %d: %.0f ms: %s\n", r.rank, seconds * 1e3, r.message.c_str());
   }
@@ -103,7 +103,7 @@ TEST(RdmaFaults, MemlockLimitIsNamedWhenRegistrationFails) {
   Options o = rdmaOptions("rdmamemlock");
   o.timeout = std::chrono::seconds(30);
   o.slotBytes = 512 * 1024;  // 2 MiB of slots per pipe, far above the limit
-  testing::RankGroup group(kRanks, o);
+  testing::CommRanks group(kRanks, o);
   group.perRank = [](int rank, Options& opts) { opts.ibHca = testing::rdmaHcaFor(rank); };
   group.beforeCreate = [](int) {
     rlimit lim{kLimit, kLimit};
@@ -115,7 +115,7 @@ TEST(RdmaFaults, MemlockLimitIsNamedWhenRegistrationFails) {
   };
   group.start([](Communicator&, int) {});
   auto reports = group.join(Clock::now() + std::chrono::seconds(60));
-  for (const testing::RankReport& r : reports) {
+  for (const testing::RankResult& r : reports) {
     EXPECT_FALSE(r.hung) << r.rank << ": " << r.message << "\n" << r.log;
     ASSERT_TRUE(r.reported && !r.ok) << r.rank << ": a communicator was made: " << r.log;
     // Each rank registers its own slots first, so each names its own limit.

@@ -10,7 +10,6 @@
 #ifdef GYRE_HAVE_VERBS
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -209,25 +208,20 @@ TEST(RdmaPipe, KilledPeerProcessIsNamed) {
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl), 0);
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ex), 0);
   auto rx = std::make_unique<RdmaRecvPipe>(openSide(1), 0, 4, 4096, 2);
-  pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
+  testing::ForkedRanks sender(1);
+  sender.start([&](int) {
     ::close(ctl[1]);
     ::close(ex[1]);
-    try {
-      RdmaSendPipe tx(openSide(0), 1, 4, 4096, 2);
-      std::string mine = tx.endpoint().encode(), theirs(mine.size(), '\0');
-      writeExact(ex[0], mine.data(), mine.size(), Clock::now() + Ms(10000));
-      readExact(ex[0], theirs.data(), theirs.size(), Clock::now() + Ms(10000));
-      tx.connect(theirs, Fd(ctl[0]));
-      for (uint32_t s = 0;; ++s) {
-        tx.acquire(within(Ms(60000)));
-        tx.post(64, tagOf(s, 64));
-      }
-    } catch (...) {
+    RdmaSendPipe tx(openSide(0), 1, 4, 4096, 2);
+    std::string mine = tx.endpoint().encode(), theirs(mine.size(), '\0');
+    writeExact(ex[0], mine.data(), mine.size(), Clock::now() + Ms(10000));
+    readExact(ex[0], theirs.data(), theirs.size(), Clock::now() + Ms(10000));
+    tx.connect(theirs, Fd(ctl[0]));
+    for (uint32_t s = 0;; ++s) {
+      tx.acquire(within(Ms(60000)));
+      tx.post(64, tagOf(s, 64));
     }
-    ::_exit(3);
-  }
+  });
   ::close(ctl[0]);
   ::close(ex[0]);
   std::string mine = rx->endpoint().encode(), theirs(mine.size(), '\0');
@@ -239,8 +233,8 @@ TEST(RdmaPipe, KilledPeerProcessIsNamed) {
     rx->wait(within(Ms(30000)));
     rx->release();
   }
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, nullptr, 0);
+  sender.kill(0);
+  EXPECT_TRUE(sender.join(0, Clock::now() + Ms(10000)).killedBy(SIGKILL));
   auto t0 = Clock::now();
   try {
     for (int s = 0; s < 100; ++s) {  // what was in flight, then the error

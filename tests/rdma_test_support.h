@@ -16,6 +16,7 @@
 #include "base/options.h"
 #include "ring/communicator.h"
 #include "test_values.h"
+#include "tests/support/fork_ranks.h"
 #include "transport/rdma/rdma_connector.h"
 
 namespace gyre::testing {
@@ -36,16 +37,20 @@ inline std::string rdmaUnavailable() {
 }
 
 // A rank's body for the fault tests: exact all-reduces of 7 and 100000 floats in turn,
-// until the communicator fails (the fault under test ends it).
-inline void allReduceStream(Communicator& comm, int) {
-  std::vector<float> buf(100000);
-  const float want = static_cast<float>(comm.size() * (comm.size() + 1) / 2);
-  for (uint64_t i = 0;; ++i) {
-    const size_t count = i % 2 ? 100000 : 7;
-    std::fill(buf.begin(), buf.begin() + count, static_cast<float>(comm.rank() + 1));
-    comm.allReduce(buf.data(), buf.data(), count, DataType::kFloat32, ReduceOp::kSum);
-    check(buf[0] == want && buf[count - 1] == want, "wrong sum");
-  }
+// until the communicator fails (the fault under test ends it). Each rank posts
+// "streaming" on `group` once both sizes went through.
+inline RankBody allReduceStream(CommRanks& group) {
+  return [&group](Communicator& comm, int) {
+    std::vector<float> buf(100000);
+    const float want = static_cast<float>(comm.size() * (comm.size() + 1) / 2);
+    for (uint64_t i = 0;; ++i) {
+      if (i == 2) group.post("streaming");
+      const size_t count = i % 2 ? 100000 : 7;
+      std::fill(buf.begin(), buf.begin() + count, static_cast<float>(comm.rank() + 1));
+      comm.allReduce(buf.data(), buf.data(), count, DataType::kFloat32, ReduceOp::kSum);
+      check(buf[0] == want && buf[count - 1] == want, "wrong sum");
+    }
+  };
 }
 
 }  // namespace gyre::testing

@@ -16,11 +16,12 @@ using namespace std::chrono_literals;
 
 TEST_F(ShmPipeTest, ReceiverTimesOutNamingThePeerRank) {
   const pid_t parent = ::getpid();
-  Child child([&] {
+  ForkedRanks child(1);
+  child.start([&](int) {
     auto tx = ShmSendPipe::open(name(1, 0), 0, parent, within(20s));
-    std::this_thread::sleep_for(60s);  // alive, never posts
+    child.stayAlive();  // alive, never posts
   });
-  auto rx = ShmRecvPipe::create(name(1, 0), 4, 64, 1, child.pid());
+  auto rx = ShmRecvPipe::create(name(1, 0), 4, 64, 1, child.pid(0));
   auto start = Clock::now();
   Error e = expectError([&] { rx->wait(within(200ms)); });
   double ms = msSince(start);
@@ -44,14 +45,15 @@ TEST_F(ShmPipeTest, SenderTimesOutWaitingForACredit) {
   EXPECT_NE(std::string(e.what()).find("free slot"), std::string::npos) << e.what();
 }
 
-// Kills `child` `after` from now on another thread; returns when it was killed.
+// Kills `child` `after` from now on another thread; returns when it was killed. The
+// wait lets the test block in the call under test first: nothing signals from inside it.
 class DelayedKill {
  public:
-  DelayedKill(Child& child, Clock::duration after)
+  DelayedKill(ForkedRanks& child, Clock::duration after)
       : thread_([this, &child, after] {
           std::this_thread::sleep_for(after);
           killedAt_ = Clock::now();
-          child.kill();
+          child.kill(0);
         }) {}
   Clock::time_point join() {
     thread_.join();
@@ -65,20 +67,21 @@ class DelayedKill {
 
 TEST_F(ShmPipeTest, ReceiverLearnsOfAKilledSenderPromptly) {
   const pid_t parent = ::getpid();
-  Child child([&] {
+  ForkedRanks child(1);
+  child.start([&](int) {
     auto tx = ShmSendPipe::open(name(1, 0), 0, parent, within(20s));
     tx->acquire(within(20s));
     tx->post(0, tagOf(0, 0));  // "ready"
-    std::this_thread::sleep_for(60s);
+    child.stayAlive();
   });
-  auto rx = ShmRecvPipe::create(name(1, 0), 4, 64, 1, child.pid());
+  auto rx = ShmRecvPipe::create(name(1, 0), 4, 64, 1, child.pid(0));
   rx->wait(within(20s));
   rx->release();
   DelayedKill killer(child, 100ms);
   Error e = expectError([&] { rx->wait(within(20s)); });
   double ms = msSince(killer.join());
   EXPECT_EQ(e.code(), ErrorCode::kRemoteError) << e.what();
-  EXPECT_NE(std::string(e.what()).find(fmt::format("peer rank 1 (pid {}) exited", child.pid())),
+  EXPECT_NE(std::string(e.what()).find(fmt::format("peer rank 1 (pid {}) exited", child.pid(0))),
             std::string::npos)
       << e.what();
   EXPECT_LT(ms, 100) << "a dead peer must be found at once, not at the timeout";
@@ -87,11 +90,12 @@ TEST_F(ShmPipeTest, ReceiverLearnsOfAKilledSenderPromptly) {
 TEST_F(ShmPipeTest, SenderLearnsOfAKilledReceiverPromptly) {
   constexpr size_t kSlots = 2;
   const pid_t parent = ::getpid();
-  Child child([&] {
+  ForkedRanks child(1);
+  child.start([&](int) {
     auto rx = ShmRecvPipe::create(name(0, 1), kSlots, 64, 0, parent);
-    std::this_thread::sleep_for(60s);  // never releases
+    child.stayAlive();  // never releases
   });
-  auto tx = ShmSendPipe::open(name(0, 1), 1, child.pid(), within(20s));
+  auto tx = ShmSendPipe::open(name(0, 1), 1, child.pid(0), within(20s));
   for (size_t i = 0; i < kSlots; ++i) {
     tx->acquire(within(20s));
     tx->post(0, tagOf(i, 0));
@@ -106,9 +110,10 @@ TEST_F(ShmPipeTest, SenderLearnsOfAKilledReceiverPromptly) {
 }
 
 TEST_F(ShmPipeTest, OpenFailsPromptlyWhenTheCreatorDies) {
-  Child child([&] { std::this_thread::sleep_for(60s); });  // never creates
+  ForkedRanks child(1);
+  child.start([&](int) { child.stayAlive(); });  // never creates
   DelayedKill killer(child, 100ms);
-  Error e = expectError([&] { ShmSendPipe::open(name(0, 1), 1, child.pid(), within(20s)); });
+  Error e = expectError([&] { ShmSendPipe::open(name(0, 1), 1, child.pid(0), within(20s)); });
   double ms = msSince(killer.join());
   EXPECT_EQ(e.code(), ErrorCode::kRemoteError) << e.what();
   EXPECT_LT(ms, 100);
@@ -118,15 +123,16 @@ TEST_F(ShmPipeTest, ReceiverKilledBeforeTheSenderOpenedLeavesNothingOnceOpened) 
   // A receiver that dies between create and the sender's open cannot unlink; the sender
   // still maps and unlinks the name, then finds the receiver gone when it blocks.
   const pid_t parent = ::getpid();
-  Child child([&] {
+  ForkedRanks child(1);
+  child.start([&](int) {
     auto rx = ShmRecvPipe::create(name(0, 1), 1, 64, 0, parent);
-    std::this_thread::sleep_for(60s);
+    child.say("created");
+    child.stayAlive();
   });
-  const pid_t receiverPid = child.pid();
-  while (!ShmSegment::exists(name(0, 1))) std::this_thread::sleep_for(1ms);
-  std::this_thread::sleep_for(20ms);  // let it finish writing the header
-  child.kill();
-  EXPECT_EQ(child.join(), -1);
+  const pid_t receiverPid = child.pid(0);
+  child.waitFor(0, "created");
+  child.kill(0);
+  EXPECT_TRUE(child.join(0, Clock::now() + 20s).killedBy(SIGKILL));
   auto tx = ShmSendPipe::open(name(0, 1), 1, receiverPid, within(20s));
   EXPECT_FALSE(ShmSegment::exists(name(0, 1)));
   tx->acquire(within(20s));
@@ -137,12 +143,14 @@ TEST_F(ShmPipeTest, ReceiverKilledBeforeTheSenderOpenedLeavesNothingOnceOpened) 
 
 TEST_F(ShmPipeTest, SlicesPostedBeforeTheSenderExitsAreStillDelivered) {
   const pid_t parent = ::getpid();
-  Child child([&] {
+  ForkedRanks child(1);
+  child.start([&](int) {
     auto tx = ShmSendPipe::open(name(1, 0), 0, parent, within(20s));
     sendStream(*tx, 3, 4);
   });  // exits normally: the ShmSendPipe destructor marks the pipe closed
-  auto rx = ShmRecvPipe::create(name(1, 0), 4, 128, 1, child.pid());
-  EXPECT_EQ(child.join(), 0);
+  auto rx = ShmRecvPipe::create(name(1, 0), 4, 128, 1, child.pid(0));
+  const RankResult sender = child.join(0, Clock::now() + 30s);
+  EXPECT_TRUE(sender.ok) << sender.describe();
   EXPECT_EQ(recvStream(*rx, 3, 4), "");
   Error e = expectError([&] { rx->wait(within(20s)); });
   EXPECT_EQ(e.code(), ErrorCode::kRemoteError) << e.what();
@@ -155,7 +163,7 @@ TEST_F(ShmPipeTest, AbortFromAnotherThreadEndsAWait) {
   std::atomic<bool> aborted{false};
   Clock::time_point abortedAt;
   std::thread aborter([&] {
-    std::this_thread::sleep_for(50ms);
+    std::this_thread::sleep_for(50ms);  // time for the wait to block: nothing signals from inside it
     abortedAt = Clock::now();
     aborted.store(true);
   });

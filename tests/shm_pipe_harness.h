@@ -1,13 +1,11 @@
 // What the shared-memory pipe tests share (tests/shm_pipe_test.cc, shm_pipe_failure_test.cc,
-// shm_segment_test.cc): bounded waits, a forked child whose failures reach the parent's
-// test, numbered slices with a checked byte pattern (sendStream/recvStream), and the
-// fixture that names each test's segments after it and fails a test that leaves anything
-// in /dev/shm (removing it, so one failure does not spill into the next run).
+// shm_segment_test.cc): bounded waits, numbered slices with a checked byte pattern
+// (sendStream/recvStream), and the fixture that names each test's segments after it and
+// fails a test that leaves anything in /dev/shm (removing it, so one failure does not
+// spill into the next run). The peer processes are tests/support/fork_ranks.h's.
 #pragma once
 
 #include <dirent.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,6 +22,7 @@
 
 #include "base/error.h"
 #include "tests/expect_error.h"
+#include "tests/support/fork_ranks.h"
 #include "transport/shm/shm_pipe.h"
 #include "transport/shm/shm_segment.h"
 
@@ -31,6 +30,8 @@ namespace gyre::shm_test {
 
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
+using testing::ForkedRanks;
+using testing::RankResult;
 
 inline WaitContext within(Clock::duration d, const std::atomic<bool>* aborted = nullptr,
                           std::chrono::microseconds spin = 50us) {
@@ -48,55 +49,6 @@ inline double msSince(Clock::time_point t) {
 inline void require(bool ok, const std::string& what) {
   if (!ok) throw std::runtime_error(what);
 }
-
-// A forked process running body(); its exit status is 0 when body returns normally.
-// Children report failures on stderr and through the status, never through gtest.
-class Child {
- public:
-  explicit Child(std::function<void()> body) {
-    pid_ = ::fork();
-    if (pid_ < 0) throw std::runtime_error("fork failed");
-    if (pid_ == 0) {
-      int rc = 0;
-      try {
-        body();
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "child %d: %s\n", ::getpid(), e.what());
-        rc = 2;
-      }
-      ::_exit(rc);  // no atexit handlers, no gtest teardown in the child
-    }
-  }
-  ~Child() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-
-  pid_t pid() const { return pid_; }
-  void kill() { ::kill(pid_, SIGKILL); }
-
-  // The exit code, -1 if killed by a signal, -2 if it did not end within `limit`.
-  int join(Clock::duration limit = 30s) {
-    auto until = Clock::now() + limit;
-    for (;;) {
-      int status = 0;
-      pid_t r = ::waitpid(pid_, &status, WNOHANG);
-      if (r == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-      }
-      if (Clock::now() >= until) return -2;
-      std::this_thread::sleep_for(1ms);
-    }
-  }
-
- private:
-  pid_t pid_ = -1;
-};
 
 // The stream both directions check: slice i has a size that varies over [0, B] (both
 // ends included), a tag that numbers it, and bytes that depend on i and the offset.

@@ -19,7 +19,8 @@ using namespace std::chrono_literals;
 TEST_F(ShmPipeTest, StreamsBothWaysBetweenProcesses) {
   constexpr size_t kSlots = 4, kSlotBytes = 1000, kSlices = 1000;  // 1000: not a line multiple
   const pid_t parent = ::getpid();
-  Child child([&] {
+  ForkedRanks child(1);
+  child.start([&](int) {
     auto rx = ShmRecvPipe::create(name(0, 1), kSlots, kSlotBytes, 0, parent);
     auto tx = ShmSendPipe::open(name(1, 0), 0, parent, within(20s));
     sendStream(*tx, kSlices, 1);
@@ -27,12 +28,13 @@ TEST_F(ShmPipeTest, StreamsBothWaysBetweenProcesses) {
     require(err.empty(), err);
     rx->unlinkName();
   });
-  auto rx = ShmRecvPipe::create(name(1, 0), kSlots, kSlotBytes, 1, child.pid());
-  auto tx = ShmSendPipe::open(name(0, 1), 1, child.pid(), within(20s));
+  auto rx = ShmRecvPipe::create(name(1, 0), kSlots, kSlotBytes, 1, child.pid(0));
+  auto tx = ShmSendPipe::open(name(0, 1), 1, child.pid(0), within(20s));
   EXPECT_FALSE(ShmSegment::exists(name(0, 1))) << "the sender unlinks once it has mapped";
   EXPECT_EQ(recvStream(*rx, kSlices, 1), "");
   sendStream(*tx, kSlices, 2);
-  EXPECT_EQ(child.join(), 0);
+  const RankResult peer = child.join(0, Clock::now() + 30s);
+  EXPECT_TRUE(peer.ok) << peer.describe();
   EXPECT_EQ(rx->peer(), 1);
   EXPECT_EQ(tx->slotBytes(), kSlotBytes);
 }
@@ -48,15 +50,17 @@ TEST_F(ShmPipeTest, StreamsBetweenThreadsUnderOneMapping) {
 
 TEST_F(ShmPipeTest, SenderWaitsForCreatorThatComesLate) {
   const pid_t parent = ::getpid();
-  Child child([&] {
-    std::this_thread::sleep_for(100ms);
+  ForkedRanks child(1);
+  child.start([&](int) {
+    std::this_thread::sleep_for(100ms);  // models a late creator: open() waits meanwhile
     auto rx = ShmRecvPipe::create(name(0, 1), 2, 64, 0, parent);
     std::string err = recvStream(*rx, 10, 9);
     require(err.empty(), err);
   });
-  auto tx = ShmSendPipe::open(name(0, 1), 1, child.pid(), within(20s));
+  auto tx = ShmSendPipe::open(name(0, 1), 1, child.pid(0), within(20s));
   sendStream(*tx, 10, 9);
-  EXPECT_EQ(child.join(), 0);
+  const RankResult creator = child.join(0, Clock::now() + 30s);
+  EXPECT_TRUE(creator.ok) << creator.describe();
 }
 
 // ---- Flow control --------------------------------------------------------------------------
@@ -66,7 +70,8 @@ TEST_F(ShmPipeTest, SenderBlocksWhenSlotsAreFullAndResumesOnRelease) {
   // child can report when its acquire() returned and the parent can compare.
   constexpr size_t kSlots = 4;
   const pid_t parent = ::getpid();
-  Child child([&] {
+  ForkedRanks child(1);
+  child.start([&](int) {
     auto tx = ShmSendPipe::open(name(1, 0), 0, parent, within(20s));
     for (size_t i = 0; i <= kSlots; ++i) {
       std::byte* slot = tx->acquire(within(20s));
@@ -75,14 +80,15 @@ TEST_F(ShmPipeTest, SenderBlocksWhenSlotsAreFullAndResumesOnRelease) {
       tx->post(sizeof now, tagOf(i, sizeof now));
     }
   });
-  auto rx = ShmRecvPipe::create(name(1, 0), kSlots, 64, 1, child.pid());
+  auto rx = ShmRecvPipe::create(name(1, 0), kSlots, 64, 1, child.pid(0));
   auto stampOf = [](const Slice& s) {
     int64_t t;
     std::memcpy(&t, s.data, sizeof t);
     return t;
   };
   std::vector<int64_t> acquiredAt{stampOf(rx->wait(within(20s)))};
-  // Hold slice 0: the child fills the other K-1 slots, then its K+1-th acquire waits.
+  // Hold slice 0: the child fills the other K-1 slots, then its K+1-th acquire waits (time
+  // passes, measured below: no signal comes from inside the wait).
   std::this_thread::sleep_for(300ms);
   const int64_t releasedAt = Clock::now().time_since_epoch().count();
   rx->release();
@@ -97,7 +103,8 @@ TEST_F(ShmPipeTest, SenderBlocksWhenSlotsAreFullAndResumesOnRelease) {
     EXPECT_LT(acquiredAt[i], releasedAt - 200 * ms) << "slot " << i << " should not wait";
   }
   EXPECT_GE(acquiredAt[kSlots], releasedAt) << "slot K must wait for the first release";
-  EXPECT_EQ(child.join(), 0);
+  const RankResult sender = child.join(0, Clock::now() + 30s);
+  EXPECT_TRUE(sender.ok) << sender.describe();
 }
 
 TEST_F(ShmPipeTest, BlockedSenderResumesWhenAThreadReleases) {
@@ -112,7 +119,7 @@ TEST_F(ShmPipeTest, BlockedSenderResumesWhenAThreadReleases) {
       posted.fetch_add(1);
     }
   });
-  std::this_thread::sleep_for(100ms);
+  std::this_thread::sleep_for(100ms);  // time passes: the sender must still be waiting then
   EXPECT_EQ(posted.load(), kSlots) << "K slots posted, then the sender must wait";
   for (size_t i = 0; i < 2 * kSlots; ++i) {
     EXPECT_EQ(rx->wait(within(20s)).tag.seq, i);
@@ -134,7 +141,7 @@ TEST_F(ShmPipeTest, AnIdleWaiterSleepsInsteadOfSpinning) {
   auto rx = ShmRecvPipe::create(name(2, 3), 2, 64, 2, ::getpid());
   auto tx = ShmSendPipe::attach(*rx, 3);
   std::thread late([&] {
-    std::this_thread::sleep_for(300ms);
+    std::this_thread::sleep_for(300ms);  // time passes: the waiter must sleep meanwhile
     tx->acquire(within(1s));
     tx->post(0, tagOf(42, 0));
   });
@@ -156,41 +163,41 @@ TEST_F(ShmPipeTest, FourPingPongPairsOnTwoCoresFinishQuickly) {
   constexpr int kPairs = 4;
   constexpr size_t kRounds = 2000;
   auto start = Clock::now();
-  std::vector<std::unique_ptr<Child>> leaders;
-  for (int p = 0; p < kPairs; ++p) {
-    leaders.push_back(std::make_unique<Child>([this, p] {
-      // The leader (rank 0) forks its partner (rank 1), so each knows the other's pid.
-      const pid_t leader = ::getpid();
-      Child partner([&] {
-        auto rx = ShmRecvPipe::create(name(0, 1, p), 2, 64, 0, leader);
-        auto tx = ShmSendPipe::open(name(1, 0, p), 0, leader, within(20s));
-        for (size_t i = 0; i < kRounds; ++i) {
-          Slice s = rx->wait(within(20s));
-          uint64_t v;
-          std::memcpy(&v, s.data, 8);
-          rx->release();
-          std::byte* slot = tx->acquire(within(20s));
-          v += 1;
-          std::memcpy(slot, &v, 8);
-          tx->post(8, tagOf(i, 8));
-        }
-      });
-      auto rx = ShmRecvPipe::create(name(1, 0, p), 2, 64, 1, partner.pid());
-      auto tx = ShmSendPipe::open(name(0, 1, p), 1, partner.pid(), within(20s));
-      uint64_t v = 0;
+  // Rank 2p leads pair p (its rank 0), rank 2p+1 is its partner (rank 1).
+  ForkedRanks ranks(2 * kPairs);
+  ranks.start([&](int rank) {
+    const int p = rank / 2;
+    if (rank % 2 == 1) {
+      const pid_t leader = ranks.pidOf(rank - 1);
+      auto rx = ShmRecvPipe::create(name(0, 1, p), 2, 64, 0, leader);
+      auto tx = ShmSendPipe::open(name(1, 0, p), 0, leader, within(20s));
       for (size_t i = 0; i < kRounds; ++i) {
-        std::byte* slot = tx->acquire(within(20s));
-        std::memcpy(slot, &v, 8);
-        tx->post(8, tagOf(i, 8));
         Slice s = rx->wait(within(20s));
+        uint64_t v;
         std::memcpy(&v, s.data, 8);
         rx->release();
-        require(v == i + 1, "ping-pong value");
+        std::byte* slot = tx->acquire(within(20s));
+        v += 1;
+        std::memcpy(slot, &v, 8);
+        tx->post(8, tagOf(i, 8));
       }
-      require(partner.join() == 0, "partner failed");
-    }));
-  }
-  for (auto& l : leaders) EXPECT_EQ(l->join(60s), 0);
+      return;
+    }
+    const pid_t partner = ranks.pidOf(rank + 1);
+    auto rx = ShmRecvPipe::create(name(1, 0, p), 2, 64, 1, partner);
+    auto tx = ShmSendPipe::open(name(0, 1, p), 1, partner, within(20s));
+    uint64_t v = 0;
+    for (size_t i = 0; i < kRounds; ++i) {
+      std::byte* slot = tx->acquire(within(20s));
+      std::memcpy(slot, &v, 8);
+      tx->post(8, tagOf(i, 8));
+      Slice s = rx->wait(within(20s));
+      std::memcpy(&v, s.data, 8);
+      rx->release();
+      require(v == i + 1, "ping-pong value");
+    }
+  });
+  testing::expectAllOk(ranks.join(start + 60s));
   double ms = msSince(start);
   std::fprintf(stderr, "%d pairs x %zu round trips on %u cores: %.0f ms (%.1f us per round trip)\n",
                kPairs, kRounds, std::thread::hardware_concurrency(), ms, ms * 1e3 / kRounds);

@@ -7,16 +7,13 @@
 // Each survivor logs when its first all-reduce on the shrunk communicator completed
 // (CLOCK_MONOTONIC, comparable across processes); "[shrink]" lines give the time from
 // the kill to the last survivor's first completion, for the issue's closing note.
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,7 +21,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
-#include "join_harness.h"
+#include "tests/support/fork_ranks.h"
 #include "netns_hosts.h"
 #include "ring/communicator.h"
 #include "ring/join_store.h"
@@ -34,8 +31,8 @@ namespace gyre {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::Outcome;
-using testing::ProcessRanks;
+using testing::RankResult;
+using testing::ForkedRanks;
 
 constexpr int kRanks = 8;
 
@@ -74,13 +71,14 @@ void checkedSum(Communicator& comm, std::vector<int64_t>& v, int round) {
   }
 }
 
-// One rank: create, sum until a failure, shrink without the rank it names, sum again.
-// Logs "[survivor] dead=<r> size=<n> rank=<r'> first_ns=<t>".
-void survivor(int rank, const std::string& host, uint16_t port, const Options& options,
-              bool abortFirst, bool growBack = false) {
+// One rank of `group`: create, post "ready", sum until a failure, shrink without the rank
+// it names, sum again, post "shrunk". Logs "[survivor] dead=<r> size=<n> rank=<r'>
+// first_ns=<t>".
+void survivor(ForkedRanks& group, int rank, const std::string& host, uint16_t port,
+              const Options& options, bool abortFirst, bool growBack = false) {
   std::shared_ptr<Store> store = connectStore(host, port, rank, options);
   auto comm = Communicator::create(store, rank, kRanks, options, host);
-  store->add("ready", 1);
+  group.post("ready");
   std::vector<int64_t> v(4096);
   const auto deadline = Clock::now() + 20s;
   int round = 0;
@@ -98,7 +96,7 @@ void survivor(int rank, const std::string& host, uint16_t port, const Options& o
     for (int r = 1; r < 20; ++r) checkedSum(*small, v, r);
     std::fprintf(stderr, "[survivor] dead=%d size=%d rank=%d first_ns=%lld\n", dead, small->size(),
                  small->rank(), firstNs);
-    store->add("shrunk", 1);
+    group.post("shrunk");
     if (growBack) {
       // As an elastic loop does: go on training until the replacement waits, then grow.
       int waiting = 0;
@@ -132,7 +130,7 @@ struct SurvivorReport {
   long long firstNs = 0;
 };
 
-SurvivorReport reportOf(const Outcome& o) {
+SurvivorReport reportOf(const RankResult& o) {
   SurvivorReport r;
   const size_t at = o.log.find("[survivor] ");
   if (at == std::string::npos) return r;
@@ -144,65 +142,40 @@ SurvivorReport reportOf(const Outcome& o) {
 // The job's store, served by a process of its own that the test forks (as gyrerun runs
 // gyre-store), with a secret of its own: it outlives every rank, and the test process
 // holds no thread when it forks the ranks (ThreadSanitizer does not allow a fork from a
-// multi-threaded process). `net`: serve inside host a of these namespaces. client() is
-// the test's own connection (made in a thread that entered the namespace, so its socket
-// lives there; the thread is gone before the next fork).
+// multi-threaded process). `net`: serve inside host a of these namespaces.
 class TestStore {
  public:
   explicit TestStore(const std::string& name, const testing::NamespaceHosts* net = nullptr)
       : token(fmt::format("{}{}", name, ::getpid())),
         host(net ? net->address(true) : "127.0.0.1") {
-    int fds[2], control[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0 || ::pipe2(control, O_CLOEXEC) != 0) failSystem(errno, "pipe2");
-    pid_ = ::fork();
-    if (pid_ < 0) failSystem(errno, "fork");
-    if (pid_ == 0) {
-      ::close(fds[0]);
-      ::close(control[1]);
-      uint16_t bound = 0;
+    server_.start([&](int) {
+      std::string bound = "0";
       try {
         if (net) net->enter(true);
         auto server = TcpStore::serve(host, 0, 30s, token);
-        bound = server->port();
-        (void)!::write(fds[1], &bound, sizeof(bound));
-        char byte;
-        while (::read(control[0], &byte, 1) < 0 && errno == EINTR) {
-        }  // EOF: the test is done with it (or died)
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "test store: %s\n", e.what());
-        (void)!::write(fds[1], &bound, sizeof(bound));
+        bound = std::to_string(server->port());
+        server_.publish("port", bound);
+        server_.stayAlive();  // until the test is done with it
+      } catch (...) {
+        if (bound == "0") server_.publish("port", bound);
+        throw;
       }
-      ::_exit(0);
+    });
+    port = static_cast<uint16_t>(std::stoi(server_.read("port", 30s)));
+    if (port == 0) {
+      fail(ErrorCode::kInternal, "the test store did not start: {}",
+           server_.join(Clock::now() + 10s)[0].describe());
     }
-    ::close(fds[1]);
-    ::close(control[0]);
-    control_ = control[1];
-    if (::read(fds[0], &port, sizeof(port)) != sizeof(port)) port = 0;
-    ::close(fds[0]);
-    if (port == 0) fail(ErrorCode::kInternal, "the test store did not start");
-    std::thread([&] {
-      if (net) net->enter(true);
-      client_ = TcpStore::connect(host, port, 30s, token);
-    }).join();
-  }
-  ~TestStore() {
-    client_.reset();
-    ::close(control_);
-    ::waitpid(pid_, nullptr, 0);
   }
   TestStore(const TestStore&) = delete;
   TestStore& operator=(const TestStore&) = delete;
-
-  TcpStore& client() const { return *client_; }
 
   const std::string token;
   const std::string host;
   uint16_t port = 0;
 
  private:
-  pid_t pid_ = -1;
-  int control_ = -1;
-  std::shared_ptr<TcpStore> client_;
+  ForkedRanks server_{1, 600s};  // ends the store's process with the test store
 };
 
 // Rank `rank` of `size` on the store the test process serves at `port` on loopback (the
@@ -211,13 +184,6 @@ std::unique_ptr<Communicator> createOnTestStore(uint16_t port, int rank, int siz
                                                 const Options& o) {
   std::shared_ptr<Store> store = connectStore("127.0.0.1", port, rank, o);
   return Communicator::create(store, rank, size, o, "127.0.0.1");
-}
-
-// Waits (bounded) until `count` ranks have added 1 to `key`.
-void waitCount(TcpStore& store, const char* key, int count) {
-  const auto until = Clock::now() + 30s;
-  while (store.add(key, 0) < count && Clock::now() < until) std::this_thread::sleep_for(2ms);
-  ASSERT_EQ(store.add(key, 0), count) << key;
 }
 
 // Where the ranks run: on loopback, or in two network namespaces (ranks on host a when
@@ -240,39 +206,39 @@ double killAndShrink(int victim, int sig, std::chrono::milliseconds delay,
   const std::string& token = ts.token;
   const uint16_t port = ts.port;
   const std::string host = layout.host();
-  ProcessRanks group(kRanks);
+  ForkedRanks group(kRanks);
   group.start([&](int c) {
     Options o = shrinkOptions(token);
     if (layout.net) layout.net->enter(layout.inA(c));
     if (layout.adjust) layout.adjust(c, o);
-    survivor(c, host, port, o, abortFirst);
+    survivor(group, c, host, port, o, abortFirst);
   });
-  waitCount(ts.client(), "ready", kRanks);
-  std::this_thread::sleep_for(delay);
+  EXPECT_TRUE(group.tryAwait("ready", kRanks, 30s)) << "the ranks did not start";
+  std::this_thread::sleep_for(delay);  // models time passing: a point of the stream
   const Clock::time_point killedAt = Clock::now();
   if (sig == 0) {
     EXPECT_TRUE(layout.net && layout.net->cut());
   } else {
-    ::kill(group.pid(victim), sig);
+    group.kill(victim, sig);
   }
   if (sig != SIGKILL) {
     // A stopped or cut-off rank would hold join() to its deadline: end it once the
     // others are done.
-    waitCount(ts.client(), "shrunk", kRanks - 1);
-    ::kill(group.pid(victim), SIGKILL);
+    EXPECT_TRUE(group.tryAwait("shrunk", kRanks - 1, 30s)) << "the survivors did not shrink";
+    group.kill(victim);
   }
-  auto outs = group.join(40);
+  auto outs = group.join(group.started() + 40s);
   double worstMs = 0;
-  for (const Outcome& o : outs) {
-    if (o.child == victim) continue;
-    SCOPED_TRACE(testing::describe(o));
+  for (const RankResult& o : outs) {
+    if (o.rank == victim) continue;
+    SCOPED_TRACE(o.describe());
     EXPECT_TRUE(o.ok && !o.hung);
     SurvivorReport r = reportOf(o);
     EXPECT_TRUE(r.found);
     if (!r.found) continue;
     EXPECT_EQ(r.dead, victim);
     EXPECT_EQ(r.size, kRanks - 1);
-    EXPECT_EQ(r.rank, o.child < victim ? o.child : o.child - 1);
+    EXPECT_EQ(r.rank, o.rank < victim ? o.rank : o.rank - 1);
     const double ms =
         std::chrono::duration<double, std::milli>(Clock::time_point(std::chrono::nanoseconds(r.firstNs)) -
                                                   killedAt)
@@ -383,28 +349,30 @@ TEST(Grow, AReplacementJoinsAndTheCommunicatorIsBackToEight) {
     const TestStore ts(fmt::format("grow{}_", run));
     const std::string& token = ts.token;
     const uint16_t port = ts.port;
-    ProcessRanks group(kRanks);
-    group.start([&](int c) { survivor(c, "127.0.0.1", port, shrinkOptions(token), false, true); });
-    waitCount(ts.client(), "ready", kRanks);
-    std::this_thread::sleep_for(30ms);
-    ::kill(group.pid(5), SIGKILL);
-    ProcessRanks replacement(1);
+    ForkedRanks group(kRanks);
+    group.start([&](int c) {
+      survivor(group, c, "127.0.0.1", port, shrinkOptions(token), false, true);
+    });
+    ASSERT_TRUE(group.tryAwait("ready", kRanks, 30s)) << "the ranks did not start";
+    std::this_thread::sleep_for(30ms);  // models time passing: a point of the stream
+    group.kill(5);
+    ForkedRanks replacement(1);
     replacement.start([&](int) { newcomer("127.0.0.1", port, shrinkOptions(token)); });
     const Clock::time_point startedAt = replacement.started();
-    auto outs = group.join(40);
-    auto late = replacement.join(40);
-    for (const Outcome& o : outs) {
-      if (o.child == 5) continue;
-      SCOPED_TRACE(testing::describe(o));
+    auto outs = group.join(group.started() + 40s);
+    auto late = replacement.join(replacement.started() + 40s);
+    for (const RankResult& o : outs) {
+      if (o.rank == 5) continue;
+      SCOPED_TRACE(o.describe());
       EXPECT_TRUE(o.ok && !o.hung);
       int size = 0, rank = -1;
       const size_t at = o.log.find("[grown] ");
       ASSERT_NE(at, std::string::npos);
       ASSERT_EQ(std::sscanf(o.log.c_str() + at, "[grown] size=%d rank=%d", &size, &rank), 2);
       EXPECT_EQ(size, kRanks);
-      EXPECT_EQ(rank, o.child < 5 ? o.child : o.child - 1);  // numbers from the shrink
+      EXPECT_EQ(rank, o.rank < 5 ? o.rank : o.rank - 1);  // numbers from the shrink
     }
-    SCOPED_TRACE(testing::describe(late[0]));
+    SCOPED_TRACE(late[0].describe());
     ASSERT_TRUE(late[0].ok);
     int rank = -1, size = 0;
     long long grownNs = 0;
@@ -448,17 +416,24 @@ TEST(Grow, ANewcomerNotTakenWaitsForTheNextGrow) {
       fail(ErrorCode::kInternal, "rank {} of {} after the second grow", four->rank(), four->size());
     }
   };
-  ProcessRanks group(2);
+  ForkedRanks group(2);
   group.start([&](int c) {
     Options o = shrinkOptions(token);
     auto comm = createOnTestStore(port, c, 2, o);
-    std::this_thread::sleep_for(300ms);  // both newcomers wait for the grow
+    // Both newcomers wait for the grow (waitingNewcomers() is agreed: every rank loops
+    // as often).
+    group.await("newcomer", 2, 20s);
+    const auto until = Clock::now() + 20s;
+    while (comm->waitingNewcomers() < 2) {
+      if (Clock::now() > until) fail(ErrorCode::kInternal, "the newcomers never both waited");
+    }
     onThree(*comm->grow(3));
   });
-  ProcessRanks newcomers(2);
+  ForkedRanks newcomers(2);
   newcomers.start([&](int c) {
     Options o = shrinkOptions(token);
     std::shared_ptr<Store> store = connectStore("127.0.0.1", port, 2 + c, o);
+    group.post("newcomer");  // on the first group's counters, which the ranks there wait on
     auto grown = Communicator::joinGrow(store, o, "127.0.0.1");
     if (grown->size() == 3) {
       if (grown->rank() != 2) fail(ErrorCode::kInternal, "first newcomer is rank {}", grown->rank());
@@ -471,8 +446,8 @@ TEST(Grow, ANewcomerNotTakenWaitsForTheNextGrow) {
       }
     }
   });
-  for (const Outcome& o : group.join(30)) EXPECT_TRUE(o.ok) << testing::describe(o);
-  for (const Outcome& o : newcomers.join(30)) EXPECT_TRUE(o.ok) << testing::describe(o);
+  for (const RankResult& o : group.join(group.started() + 30s)) EXPECT_TRUE(o.ok) << o.describe();
+  for (const RankResult& o : newcomers.join(newcomers.started() + 30s)) EXPECT_TRUE(o.ok) << o.describe();
 }
 
 // A newcomer that no grow takes (no communicator on the store, as when every rank of
@@ -508,22 +483,25 @@ TEST(Shrink, SurvivorsThatDisagreeNeverBothGoOn) {
   const TestStore ts("disagree");
   const std::string& token = ts.token;
   const uint16_t port = ts.port;
-  ProcessRanks group(4);
+  ForkedRanks group(4);
   group.start([&](int c) {
     Options o = shrinkOptions(token);
-    auto comm = createOnTestStore(port, c, 4, o);
-    if (c == 3) {
-      std::this_thread::sleep_for(3s);
+    std::shared_ptr<Store> store = connectStore("127.0.0.1", port, c, o);
+    auto comm = Communicator::create(store, c, 4, o, "127.0.0.1");
+    if (c == 3) {  // alive, calling nothing, until the others have ended
+      for (int r : {0, 1, 2}) group.waitEnded(r, 30s);
       return;
     }
-    if (c != 2) std::this_thread::sleep_for(300ms);  // rank 2's proposal is the first
+    // Rank 2's proposal is the first: the others propose once it is in the store (the
+    // first proposal decides: ring/communicator_membership.cc).
+    if (c != 2) store->wait({"gyre/comm0/shrink0/proposal/1"});
     auto small = comm->shrink(c == 2 ? std::vector<int>{1} : std::vector<int>{3});
     fail(ErrorCode::kInternal, "rank {}: shrink returned a communicator of {}", c, small->size());
   });
-  auto outs = group.join(20);
+  auto outs = group.join(group.started() + 20s);
   for (int c = 0; c < 3; ++c) {
-    const Outcome& o = outs[static_cast<size_t>(c)];
-    SCOPED_TRACE(testing::describe(o));
+    const RankResult& o = outs[static_cast<size_t>(c)];
+    SCOPED_TRACE(o.describe());
     EXPECT_TRUE(o.reported && !o.ok && !o.hung);
     EXPECT_LT(o.seconds, 10.0);
     if (c < 2) {
@@ -542,7 +520,7 @@ TEST(Shrink, ExcludingItselfOrARankOutsideTheGroupIsRefusedAtOnce) {
   const TestStore ts("badshrink");
   const std::string& token = ts.token;
   const uint16_t port = ts.port;
-  ProcessRanks group(2);
+  ForkedRanks group(2);
   group.start([&](int c) {
     Options o = shrinkOptions(token);
     auto comm = createOnTestStore(port, c, 2, o);
@@ -559,7 +537,7 @@ TEST(Shrink, ExcludingItselfOrARankOutsideTheGroupIsRefusedAtOnce) {
     comm->allReduce(v.data(), v.data(), v.size(), DataType::kInt64, ReduceOp::kSum);
     if (v[0] != 2) fail(ErrorCode::kInternal, "sum {}", v[0]);
   });
-  for (const Outcome& o : group.join(20)) EXPECT_TRUE(o.ok) << testing::describe(o);
+  for (const RankResult& o : group.join(group.started() + 20s)) EXPECT_TRUE(o.ok) << o.describe();
 }
 
 // revoke() ends this rank's pending operation at once (long before GYRE_TIMEOUT, 3 s
@@ -570,20 +548,22 @@ TEST(Revoke, EndsPendingAndLaterOperationsAtOnceOnThisRankAndTellsThePeers) {
   const TestStore ts("revoke");
   const std::string& token = ts.token;
   const uint16_t port = ts.port;
-  ProcessRanks group(4);
+  ForkedRanks group(4);
   group.start([&](int c) {
     Options o = shrinkOptions(token);
     auto comm = createOnTestStore(port, c, 4, o);
-    if (c == 3) {  // never joins the all-reduce: the others' stays pending
-      std::this_thread::sleep_for(2s);
+    if (c == 3) {  // never joins the all-reduce: the others' stays pending until it exits
+      group.waitFor(0, "revoked", 20s);
       return;
     }
     std::vector<int64_t> v(1 << 16, 1);
     const auto start = Clock::now();
     Work w = comm->allReduceAsync(v.data(), v.data(), v.size(), DataType::kInt64, ReduceOp::kSum);
     if (c == 0) {
+      // Time for the operation to be under way in the queue's thread: nothing signals it.
       std::this_thread::sleep_for(200ms);
       comm->revoke();
+      group.say("revoked");
     }
     Error pending = caught([&] { w.wait(); });
     const double took = std::chrono::duration<double>(Clock::now() - start).count();
@@ -603,7 +583,7 @@ TEST(Revoke, EndsPendingAndLaterOperationsAtOnceOnThisRankAndTellsThePeers) {
            later.what());
     }
   });
-  for (const Outcome& o : group.join(20)) EXPECT_TRUE(o.ok) << testing::describe(o);
+  for (const RankResult& o : group.join(group.started() + 20s)) EXPECT_TRUE(o.ok) << o.describe();
 }
 
 }  // namespace

@@ -7,13 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <sched.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <thread>
 
+#include "tests/support/fork_ranks.h"
 #include "transport/spin_pause.h"
 
 namespace gyre {
@@ -33,32 +31,28 @@ void pinToCpu(int cpu) {
 // Forked before any thread starts (ThreadSanitizer refuses a fork with threads).
 class Hog {
  public:
-  explicit Hog(int cpu) {
-    pid_ = ::fork();
-    if (pid_ == 0) {
+  explicit Hog(int cpu) : hog_(1) {
+    hog_.start([cpu](int) {
       cpu_set_t set;
       CPU_ZERO(&set);
       CPU_SET(cpu, &set);
       sched_setaffinity(0, sizeof(set), &set);
-      const auto end = Clock::now() + 30s;  // bounded even if the parent dies
+      const auto end = Clock::now() + 30s;  // bounded, whatever the test does
       while (Clock::now() < end) {
       }
-      ::_exit(0);
-    }
+    });
   }
-  ~Hog() { stop(); }
   void stop() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-      pid_ = -1;
+    if (!stopped_) {
+      hog_.kill(0);
+      hog_.join(0, Clock::now() + 10s);
+      stopped_ = true;
     }
   }
-  Hog(const Hog&) = delete;
-  Hog& operator=(const Hog&) = delete;
 
  private:
-  pid_t pid_ = -1;
+  testing::ForkedRanks hog_;
+  bool stopped_ = false;
 };
 
 // A yield that took `took`, recorded at `at`.

@@ -2,8 +2,6 @@
 // and serving it (timeouts, unreachable or taken ports, IPv6), and PrefixStore. Hostile
 // clients are tcp_store_hostile_test.cc, the wire parsers store_protocol_test.cc.
 #include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -21,6 +19,7 @@
 #include "store/store_protocol.h"
 #include "store/tcp_store.h"
 #include "tests/store_test_support.h"
+#include "tests/support/fork_ranks.h"
 #include "transport/socket.h"
 
 namespace gyre {
@@ -173,40 +172,21 @@ TEST(TcpStore, AddFromForkedProcessesSums) {
   auto server = TcpStore::serve("127.0.0.1", 0, kLong);
   constexpr int kProcs = 4;
   constexpr int kAdds = 100;
-  std::vector<pid_t> pids;
-  for (int p = 0; p < kProcs; ++p) {
-    pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      // The child must not touch the parent's store (its server thread is not here)
-      // and must not run destructors or gtest: _exit with a verdict.
-      int rc = 0;
-      try {
-        auto client = TcpStore::connect("127.0.0.1", server->port(), kLong);
-        for (int i = 0; i < kAdds; ++i) client->add("procs", p + 1);
-        client->setString("done" + std::to_string(p), "1");
-      } catch (...) {
-        rc = 1;
-      }
-      ::_exit(rc);
-    }
-    pids.push_back(pid);
-  }
+  // A process must not touch the parent's store (its server thread is not there).
+  testing::ForkedRanks procs(kProcs);
+  procs.start([&](int p) {
+    auto client = TcpStore::connect("127.0.0.1", server->port(), kLong);
+    for (int i = 0; i < kAdds; ++i) client->add("procs", p + 1);
+    client->setString("done" + std::to_string(p), "1");
+  });
   std::vector<std::string> keys;
   for (int p = 0; p < kProcs; ++p) keys.push_back("done" + std::to_string(p));
-  bool finished = true;
   try {
     server->wait(keys);
   } catch (const Error& e) {
     ADD_FAILURE() << e.what();
-    finished = false;
   }
-  for (pid_t pid : pids) {
-    if (!finished) ::kill(pid, SIGKILL);
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  }
+  testing::expectAllOk(procs.join(Clock::now() + 30s));
   EXPECT_EQ(server->add("procs", 0), kAdds * (1 + 2 + 3 + 4));
 }
 

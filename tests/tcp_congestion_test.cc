@@ -8,7 +8,6 @@
 #include <linux/capability.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,7 +19,7 @@
 
 #include "collective_test_support.h"
 #include "data_sockets.h"
-#include "rank_harness.h"
+#include "tests/support/fork_ranks.h"
 #include "ring/communicator.h"
 #include "store/tcp_store.h"
 #include "tcp_pair.h"
@@ -31,8 +30,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::dataSockets;
-using testing::RankGroup;
-using testing::RankReport;
+using testing::CommRanks;
+using testing::RankResult;
 
 std::vector<std::string> procList(const char* path) {
   std::ifstream in(path);
@@ -107,12 +106,8 @@ TEST(SetCongestionControl, ANameNotAllowedNamesTheSysctlToChange) {
   if (notAllowed.empty()) {
     GTEST_SKIP() << "every congestion control this kernel has is allowed to every process";
   }
-  int out[2];
-  ASSERT_EQ(::pipe(out), 0);
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    ::close(out[0]);
+  testing::ForkedRanks child(1);
+  child.start([&](int) {
     __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
     __user_cap_data_struct data[2] = {};
     std::string said = "capget/capset failed";
@@ -128,16 +123,11 @@ TEST(SetCongestionControl, ANameNotAllowedNamesTheSysctlToChange) {
         }
       }
     }
-    (void)!::write(out[1], said.data(), said.size());
-    ::_exit(0);
-  }
-  ::close(out[1]);
-  std::string message;
-  char buf[1024];
-  for (ssize_t n; (n = ::read(out[0], buf, sizeof(buf))) > 0;) message.append(buf, size_t(n));
-  ::close(out[0]);
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
+    child.note("said", said);
+  });
+  const RankResult ended = child.join(Clock::now() + 30s)[0];
+  ASSERT_TRUE(ended.ok) << ended.describe();
+  const std::string message = ended.note("said");
   EXPECT_NE(message.find("GYRE_TCP_CONGESTION=" + notAllowed), std::string::npos) << message;
   EXPECT_NE(message.find("net.ipv4.tcp_allowed_congestion_control"), std::string::npos) << message;
   EXPECT_NE(message.find("CAP_NET_ADMIN"), std::string::npos) << message;
@@ -157,7 +147,7 @@ TEST(CongestionControlPipes, EveryTcpPipeConnectionUsesTheSetting) {
   Fd listener = listenOn(SocketAddress::resolve("127.0.0.1", 0));
   const uint16_t port = SocketAddress::ofSocket(listener.get()).port();
   const std::string host = hostDefault();
-  RankGroup group(3, o);
+  CommRanks group(3, o);
   group.makeStore = [&](int) { return TcpStore::connect("127.0.0.1", port, 30s); };
   group.start([&](Communicator& comm, int rank) {
     const int n = comm.size();
@@ -192,7 +182,7 @@ TEST(CongestionControlPipes, EveryTcpPipeConnectionUsesTheSetting) {
   });
   auto store = TcpStore::serveOn(std::move(listener), 30s);
   auto reports = group.join(Clock::now() + 60s);
-  for (const RankReport& r : reports) {
+  for (const RankResult& r : reports) {
     SCOPED_TRACE(fmt::format("rank {}: '{}'\nlog:\n{}", r.rank, r.message, r.log));
     EXPECT_FALSE(r.hung);
     EXPECT_TRUE(r.ok);
@@ -206,19 +196,19 @@ TEST(CongestionControlPipes, ANameTheKernelLacksFailsCreationOnEveryRank) {
   o.transport = TransportKind::kTcp;
   o.timeout = 20s;
   o.joinTimeout = 20s;
-  RankGroup group(2, o);
+  CommRanks group(2, o);
   group.perRank = [](int rank, Options& opts) {
     if (rank == 1) opts.tcpCongestion = "nosuchcc";
   };
   const auto started = Clock::now();
   group.start([](Communicator&, int) {});
   auto reports = group.join(Clock::now() + 30s);
-  for (const RankReport& r : reports) {
+  for (const RankResult& r : reports) {
     SCOPED_TRACE(fmt::format("rank {}: '{}'\nlog:\n{}", r.rank, r.message, r.log));
     EXPECT_FALSE(r.hung);
     EXPECT_FALSE(r.ok) << "rank " << r.rank << " formed a communicator";
     EXPECT_NE(r.message.find("GYRE_TCP_CONGESTION=nosuchcc"), std::string::npos);
-    EXPECT_LT(testing::secondsBetween(started, r.errorAt), 10.0);
+    EXPECT_LT(testing::secondsBetween(started, r.endedAt), 10.0);
   }
 }
 

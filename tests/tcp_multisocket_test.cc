@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <thread>
 #include <vector>
 
@@ -17,7 +16,7 @@
 
 #include "collective_test_support.h"
 #include "data_sockets.h"
-#include "rank_harness.h"
+#include "tests/support/fork_ranks.h"
 #include "ring/communicator.h"
 #include "ring/spawn.h"
 #include "store/tcp_store.h"
@@ -31,8 +30,8 @@ namespace {
 using namespace std::chrono_literals;
 using testing::dataSockets;
 using testing::tcpPair;
-using testing::RankGroup;
-using testing::RankReport;
+using testing::CommRanks;
+using testing::RankResult;
 
 constexpr size_t kSlot = 4096;
 
@@ -309,7 +308,7 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(NsocksCreation, RanksThatDisagreeFailNamingTheSetting) {
-  RankGroup group(2, [] {
+  CommRanks group(2, [] {
     Options o;
     o.transport = TransportKind::kTcp;
     o.timeout = 20s;
@@ -319,7 +318,7 @@ TEST(NsocksCreation, RanksThatDisagreeFailNamingTheSetting) {
   group.perRank = [](int rank, Options& o) { o.nsocks = rank == 0 ? 1 : 2; };
   group.start([](Communicator&, int) {});
   auto reports = group.join(Clock::now() + 30s);
-  for (const RankReport& r : reports) {
+  for (const RankResult& r : reports) {
     EXPECT_FALSE(r.hung);
     EXPECT_FALSE(r.ok) << "rank " << r.rank << " formed a communicator";
     EXPECT_NE(r.message.find("GYRE_NSOCKS"), std::string::npos) << r.message;
@@ -339,8 +338,7 @@ TEST_P(KilledSocket, EveryRankFailsPromptlyNamingAPeer) {
   o.timeout = 30s;  // far above the bound checked: no waiting it out
   Fd listener = listenOn(SocketAddress::resolve("127.0.0.1", 0));
   const uint16_t port = SocketAddress::ofSocket(listener.get()).port();
-  const std::string killedAtFile = fmt::format("/tmp/gyre-nsocks-{}-{}", ::getpid(), which);
-  RankGroup group(3, o);
+  CommRanks group(3, o);
   group.makeStore = [&](int) { return TcpStore::connect("127.0.0.1", port, 30s); };
   group.start([&](Communicator& comm, int rank) {
     const int n = comm.size();
@@ -351,7 +349,7 @@ TEST_P(KilledSocket, EveryRankFailsPromptlyNamingAPeer) {
         testing::check(fds.size() >= 12, "rank 1 has {} data sockets, expected 4 pipes x 3",
                        fds.size());
         const int fd = which == 0 ? fds.front() : fds.back();
-        std::ofstream(killedAtFile) << Clock::now().time_since_epoch().count() << "\n";
+        group.note("killed_ns", std::to_string(Clock::now().time_since_epoch().count()));
         ::shutdown(fd, SHUT_RDWR);
       }
       std::fill(out.begin(), out.end(), rank + 1);
@@ -366,12 +364,11 @@ TEST_P(KilledSocket, EveryRankFailsPromptlyNamingAPeer) {
   auto store = TcpStore::serveOn(std::move(listener), 30s);
   ASSERT_TRUE(group.waitReady(30s));
   auto reports = group.join(Clock::now() + 20s);
-  long long killedNs = 0;
-  std::ifstream(killedAtFile) >> killedNs;
-  ::unlink(killedAtFile.c_str());
-  ASSERT_NE(killedNs, 0) << "rank 1 never shut a socket down";
+  const std::string killedText = reports[1].note("killed_ns");
+  ASSERT_FALSE(killedText.empty()) << "rank 1 never shut a socket down";
+  const long long killedNs = std::stoll(killedText);
   const auto killedAt = Clock::time_point(std::chrono::nanoseconds(killedNs));
-  for (const RankReport& r : reports) {
+  for (const RankResult& r : reports) {
     SCOPED_TRACE(fmt::format("rank {}: code {} message '{}'\nlog:\n{}", r.rank, r.code, r.message,
                              r.log));
     EXPECT_FALSE(r.hung);
@@ -385,7 +382,7 @@ TEST_P(KilledSocket, EveryRankFailsPromptlyNamingAPeer) {
                 r.message.find("allreduce #") != std::string::npos);
     EXPECT_TRUE(r.message.find("closed") != std::string::npos ||
                 r.message.find("reset") != std::string::npos);
-    EXPECT_LT(testing::secondsBetween(killedAt, r.errorAt), 3.0);
+    EXPECT_LT(testing::secondsBetween(killedAt, r.endedAt), 3.0);
   }
 }
 
