@@ -1,44 +1,36 @@
-/* c_api_test: the C API (capi/gyre.h) from a plain C99 program, over real processes.
- *
- * Two modes, each forking NRANKS ranks that run the same suite:
- *   id   rank 0 calls gyreGetUniqueId and hands the id to the other ranks through pipes
- *        (as MPI programs broadcast NCCL's); each calls gyreCommInitRank; the store server
- *        lives in rank 0's process. Transport auto (shared memory on one host). The parent
- *        never starts a thread, so no process forks while multi-threaded (which TSan and
- *        LeakSanitizer do not support).
- *   env  the parent sets RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (a free port) and each
- *        child calls gyreCommInitFromEnv. Transport tcp.
- * The suite checks every collective (blocking and async, in and out of place, every
+/* c_api_cases: the C API (capi/gyre.h) from plain C99, over real processes: the checks of
+ * tests/c_api_test.cc, which forks NRANKS ranks for each case (tests/support/fork_ranks.h)
+ * and runs it in both init modes:
+ *   id   rank 0 calls gyreGetUniqueId and hands the id to the other ranks (as MPI programs
+ *        broadcast NCCL's); each calls gyreCommInitRank; the store server lives in rank 0's
+ *        process. Transport auto (shared memory on one host).
+ *   env  RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (a free port) and gyreCommInitFromEnv.
+ *        Transport tcp.
+ * The cases check every collective (blocking and async, in and out of place, every
  * datatype and op) against exact integer-valued results with guard elements past each
- * buffer, gyreTest/gyreWait, split (even/odd, key order, NOCOLOR), abort, and the
- * result codes and messages of bad arguments. Each collective implemented by a separate
- * schedule runs on its own duplicate communicator, so that one failing does not abort
- * the checks of the others. A wrong value is reported and the ranks go on in step; a
- * failed call ends its section. Every rank exits nonzero after printing any failure; the
- * parent kills ranks that outlive the deadline and fails unless every rank exited 0.
+ * buffer, gyreTest/gyreWait, split (even/odd, key order, NOCOLOR), abort, shrink and
+ * grow, create/destroy cycles, and the result codes and messages of bad arguments. Each
+ * case creates the world, runs its checks (the collectives with schedules of their own on
+ * a duplicate of it), and destroys it. A wrong value is reported and the ranks go on in
+ * step; a failed call ends its section. A rank prints every failure on stderr and
+ * returns nonzero.
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include <arpa/inet.h>
-#include <errno.h>
-#include <netinet/in.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/types.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "capi/gyre.h"
+#include "tests/c_api_cases.h"
 
-#define NRANKS 4
-#define DEADLINE_S 100 /* per mode; each rank's own alarm is a little shorter */
+#define NRANKS C_API_RANKS
+#define DEADLINE_S 100 /* a hung rank ends on its own too */
 #define GUARD 8        /* elements past every buffer that must stay untouched */
 #define BIG 20011      /* elements: more than a pipe holds with 16 KiB slots */
 
@@ -48,7 +40,6 @@ static int g_rank = -1; /* rank in the world communicator */
 static int g_failures = 0;
 static const char* g_section = "setup";
 static char g_rank_text[16] = "rank ?"; /* "rank 2": what every message must name */
-static int (*g_pipes)[2] = NULL;       /* id mode: rank 0 writes each new id to the others */
 
 static void failf(const char* fmt, ...) {
   char what[2048];
@@ -448,7 +439,8 @@ static void test_async(gyreComm_t comm, const int* members, int n) {
     bufs[k] = (int32_t*)alloc_buf(gyreInt32, BIG);
     fill_inputs(gyreInt32, bufs[k], BIG, g_rank, gyreSum, 0);
   }
-  if (g_rank == 1) sleep_ms(300); /* rank 0's first test must see it unfinished */
+  /* Rank 0's first tests must see the operation unfinished: rank 1 joins after them. */
+  if (g_rank == 1 && !fork_ranks_wait_for(0, "async tested")) failf("rank 0 never said it tested");
   for (k = 0; k < K; ++k) {
     if (!OK(gyreAllReduceAsync(bufs[k], bufs[k], BIG, gyreInt32, gyreSum, comm, &reqs[k]), comm)) {
       return;
@@ -471,6 +463,7 @@ static void test_async(gyreComm_t comm, const int* members, int n) {
             (int)r, gyreGetErrorString(r), done, waited);
     }
     BAD(gyreWaitTimeout(reqs[0], -1, &done), comm);
+    fork_ranks_say("async tested");
   }
   /* Then one long enough: it returns as soon as the operation is done. */
   r = gyreWaitTimeout(reqs[0], 60000, &done);
@@ -562,7 +555,7 @@ static void test_broadcast(gyreComm_t comm) {
 static void test_barrier(gyreComm_t comm) {
   double start;
   gyreRequest_t req = NULL;
-  if (g_rank == 0) sleep_ms(300);
+  if (g_rank == 0) sleep_ms(300); /* time passes: the others must wait for it, measured */
   start = now_s();
   if (!OK(gyreBarrier(comm), comm)) return;
   if (g_rank != 0 && now_s() - start < 0.25) {
@@ -746,8 +739,9 @@ static void test_abort(gyreComm_t world) {
 }
 
 static void* abort_later(void* comm) {
-  sleep_ms(200);
+  sleep_ms(200); /* time for rank 0 to block in its call: nothing signals from inside it */
   if (gyreCommAbort((gyreComm_t)comm) != gyreSuccess) failf("gyreCommAbort from a thread failed");
+  fork_ranks_say("aborted");
   return NULL;
 }
 
@@ -770,7 +764,7 @@ static void test_abort_from_thread(gyreComm_t world) {
       if (now_s() - start > 10) failf("the aborted all-reduce took %.1f s", now_s() - start);
     }
   } else {
-    sleep_ms(500);
+    if (!fork_ranks_wait_for(0, "aborted")) failf("rank 0 never said it aborted");
     if (gyreBarrier(dup) == gyreSuccess) failf("a barrier succeeded on an aborted communicator");
   }
   OK(gyreCommDestroy(dup), NULL);
@@ -1141,7 +1135,7 @@ static void isolated(gyreComm_t world, const char* name, void (*body)(gyreComm_t
   }
 }
 
-/* ---- One rank -------------------------------------------------------------------------- */
+/* ---- One case on one rank --------------------------------------------------------------- */
 
 static void section(const char* name) {
   static int before = 0;
@@ -1168,7 +1162,23 @@ static void init_errors(void) {
   BAD(gyreCommInitFromEnv(NULL), NULL);
 }
 
-static int share_id(int r, int pipes[NRANKS][2], gyreUniqueId* id);
+/* id mode: rank 0 makes an id and publishes it under the next name (one per id); the others
+ * read it. An empty value says rank 0 could not make one. */
+static int share_id(gyreUniqueId* id) {
+  static int shared = 0;
+  char name[32];
+  snprintf(name, sizeof(name), "id%d", shared++);
+  if (g_rank == 0) {
+    int ok = OK(gyreGetUniqueId(id), NULL);
+    fork_ranks_publish(name, id, ok ? sizeof(*id) : 0);
+    return ok;
+  }
+  if (fork_ranks_read(name, id, sizeof(*id)) != sizeof(*id)) {
+    failf("no id from rank 0 (%s)", name);
+    return 0;
+  }
+  return 1;
+}
 
 /* Creating again after destroying (what the header advises after a failure), in the same
  * mode: each cycle must agree on its store keys through the store, not through a count
@@ -1182,7 +1192,7 @@ static void test_cycles(int mode_env) {
     if (mode_env) {
       if (!OK(gyreCommInitFromEnv(&c), NULL)) return;
     } else {
-      if (!share_id(g_rank, g_pipes, &id)) return;
+      if (!share_id(&id)) return;
       if (!OK(gyreCommInitRank(&c, NRANKS, id, g_rank), NULL)) return;
     }
     allreduce_case(c, all, NRANKS, gyreInt64, gyreSum, 5 + cycle, 0, 0);
@@ -1191,180 +1201,104 @@ static void test_cycles(int mode_env) {
   }
 }
 
-static int rank_main(int mode_env, const gyreUniqueId* id) {
+static void case_allreduce(gyreComm_t world, const gyreUniqueId* id) {
   const int all[NRANKS] = {0, 1, 2, 3};
+  (void)id;
+  test_allreduce(world, all, NRANKS);
+}
+static void case_async(gyreComm_t world, const gyreUniqueId* id) {
+  const int all[NRANKS] = {0, 1, 2, 3};
+  (void)id;
+  test_async(world, all, NRANKS);
+}
+static void case_shrink(gyreComm_t world, const gyreUniqueId* id) { test_shrink(world, id); }
+#define WORLD_ONLY(f)                                            \
+  static void case_##f(gyreComm_t world, const gyreUniqueId* id) { \
+    (void)id;                                                    \
+    test_##f(world);                                             \
+  }
+WORLD_ONLY(broadcast)
+WORLD_ONLY(barrier)
+WORLD_ONLY(bad_arguments)
+WORLD_ONLY(split)
+WORLD_ONLY(abort)
+WORLD_ONLY(abort_from_thread)
+
+struct CApiCase {
+  const char* name;    /* the test's */
+  const char* section; /* what the output and the failures say */
+  void (*run)(gyreComm_t world, const gyreUniqueId* id);
+  void (*isolated)(gyreComm_t dup); /* on a duplicate of the world */
+  int cycles;                       /* create/destroy cycles once the world is gone */
+};
+
+static const struct CApiCase kCases[] = {
+    {"init", NULL, NULL, NULL, 0},
+    {"allreduce", "allreduce", case_allreduce, NULL, 0},
+    {"async", "async allreduce, gyreTest, gyreWait", case_async, NULL, 0},
+    {"broadcast", "broadcast", case_broadcast, NULL, 0},
+    {"barrier", "barrier", case_barrier, NULL, 0},
+    {"bad_arguments", "bad arguments", case_bad_arguments, NULL, 0},
+    {"split", "split", case_split, NULL, 0},
+    {"abort", "abort", case_abort, NULL, 0},
+    {"shrink", "shrink", case_shrink, NULL, 0},
+    {"abort_from_thread", "abort from a thread", case_abort_from_thread, NULL, 0},
+    {"reduce", "reduce", NULL, test_reduce, 0},
+    {"allgather", "allgather", NULL, test_allgather, 0},
+    {"reducescatter", "reducescatter", NULL, test_reducescatter, 0},
+    {"alltoall", "alltoall", NULL, test_alltoall, 0},
+    {"alltoallv", "alltoallv", NULL, test_alltoallv, 0},
+    {"sendrecv", "send/recv", NULL, test_sendrecv, 0},
+    {"cycles", "create/destroy cycles", NULL, NULL, 1},
+};
+
+int c_api_case_count(void) { return (int)(sizeof(kCases) / sizeof(kCases[0])); }
+const char* c_api_case_name(int which) { return kCases[which].name; }
+
+int c_api_rank(int mode_env, int which, int rank) {
+  const struct CApiCase* c = &kCases[which];
   gyreComm_t world = NULL;
-  alarm(DEADLINE_S - 10); /* a hung rank dies on its own too */
-  section("init errors");
-  init_errors();
+  gyreUniqueId id;
+  g_mode = mode_env ? "env" : "id";
+  g_rank = rank;
+  snprintf(g_rank_text, sizeof(g_rank_text), "rank %d", rank);
+  alarm(DEADLINE_S);
+  if (c->run == NULL && c->isolated == NULL && !c->cycles) {
+    section("init errors");
+    init_errors();
+  }
   section(mode_env ? "init from the environment" : "init from a unique id");
   if (mode_env) {
     if (!OK(gyreCommInitFromEnv(&world), NULL)) return 1;
-  } else if (!OK(gyreCommInitRank(&world, NRANKS, *id, g_rank), NULL)) {
+  } else if (!share_id(&id) || !OK(gyreCommInitRank(&world, NRANKS, id, g_rank), NULL)) {
     return 1;
   }
   if (comm_size(world) != NRANKS || comm_rank(world) != g_rank) {
     failf("the communicator is rank %d of %d", comm_rank(world), comm_size(world));
     return 1;
   }
-  section("allreduce");
-  test_allreduce(world, all, NRANKS);
-  section("async allreduce, gyreTest, gyreWait");
-  test_async(world, all, NRANKS);
-  section("broadcast");
-  test_broadcast(world);
-  section("barrier");
-  test_barrier(world);
-  section("bad arguments");
-  test_bad_arguments(world);
-  section("split");
-  test_split(world);
-  section("abort");
-  test_abort(world);
-  section("shrink");
-  test_shrink(world, mode_env ? NULL : id);
-  section("abort from a thread");
-  test_abort_from_thread(world);
-  section("(isolated)");
-  isolated(world, "reduce", test_reduce);
-  isolated(world, "allgather", test_allgather);
-  isolated(world, "reducescatter", test_reducescatter);
-  isolated(world, "alltoall", test_alltoall);
-  isolated(world, "alltoallv", test_alltoallv);
-  isolated(world, "send/recv", test_sendrecv);
-  g_section = "destroy";
+  if (c->run) {
+    section(c->section);
+    c->run(world, mode_env ? NULL : &id);
+    section("destroy");
+  } else if (c->isolated) {
+    section("(isolated)");
+    isolated(world, c->section, c->isolated); /* says how it went */
+    g_section = "destroy";
+  } else {
+    section("destroy");
+  }
   OK(gyreBarrier(world), world);
   OK(gyreCommDestroy(world), NULL);
-  section("create/destroy cycles");
-  test_cycles(mode_env);
+  if (c->cycles) {
+    section(c->section);
+    test_cycles(mode_env);
+  }
   section("done");
   return g_failures ? 1 : 0;
 }
 
-/* ---- The parent ------------------------------------------------------------------------ */
-
-static int free_port(void) {
-  struct sockaddr_in addr;
-  socklen_t len = sizeof(addr);
-  int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-  if (fd < 0) return -1;
-  memset(&addr, 0, sizeof(addr));
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  if (bind(fd, (struct sockaddr*)&addr, sizeof(addr)) == 0 &&
-      getsockname(fd, (struct sockaddr*)&addr, &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  return port;
-}
-
-/* Forks the ranks, waits for all of them (killing any left at the deadline) and returns
- * the number that did not exit 0. */
-/* id mode (port == 0): rank 0 makes the id and writes it to every other rank's pipe. */
-static int share_id(int r, int pipes[NRANKS][2], gyreUniqueId* id) {
-  size_t done = 0;
-  int k;
-  if (r == 0) {
-    if (!OK(gyreGetUniqueId(id), NULL)) return 0;
-    for (k = 1; k < NRANKS; ++k) {
-      if (write(pipes[k][1], id, sizeof(*id)) != (ssize_t)sizeof(*id)) {
-        failf("writing the id to rank %d: %s", k, strerror(errno));
-        return 0;
-      }
-    }
-    return 1;
-  }
-  while (done < sizeof(*id)) {
-    ssize_t n = read(pipes[r][0], (char*)id + done, sizeof(*id) - done);
-    if (n <= 0) {
-      failf("reading the id from rank 0: %s", n == 0 ? "rank 0 closed the pipe" : strerror(errno));
-      return 0;
-    }
-    done += (size_t)n;
-  }
-  return 1;
-}
-
-static int run_ranks(const char* mode, int port) {
-  pid_t pids[NRANKS];
-  int pipes[NRANKS][2];
-  int status[NRANKS], finished[NRANKS], r, left = NRANKS, bad = 0;
-  double deadline = now_s() + DEADLINE_S, start = now_s();
-  fflush(NULL);
-  for (r = 0; r < NRANKS; ++r) {
-    if (pipe(pipes[r]) != 0) {
-      perror("pipe");
-      exit(2);
-    }
-  }
-  for (r = 0; r < NRANKS; ++r) {
-    finished[r] = 0;
-    pids[r] = fork();
-    if (pids[r] < 0) {
-      perror("fork");
-      exit(2);
-    }
-    if (pids[r] == 0) {
-      g_mode = mode;
-      g_section = "setup";
-      g_rank = r;
-      g_pipes = pipes;
-      snprintf(g_rank_text, sizeof(g_rank_text), "rank %d", r);
-      if (port > 0) {
-        char text[16];
-        snprintf(text, sizeof(text), "%d", r);
-        setenv("RANK", text, 1);
-        snprintf(text, sizeof(text), "%d", NRANKS);
-        setenv("WORLD_SIZE", text, 1);
-        snprintf(text, sizeof(text), "%d", port);
-        setenv("MASTER_PORT", text, 1);
-        setenv("MASTER_ADDR", "127.0.0.1", 1);
-        exit(rank_main(1, NULL));
-      }
-      {
-        gyreUniqueId id;
-        alarm(DEADLINE_S - 10);
-        if (!share_id(r, pipes, &id)) exit(1);
-        exit(rank_main(0, &id));
-      }
-    }
-  }
-  for (r = 0; r < NRANKS; ++r) {
-    close(pipes[r][0]);
-    close(pipes[r][1]);
-  }
-  while (left > 0 && now_s() < deadline) {
-    for (r = 0; r < NRANKS; ++r) {
-      if (!finished[r] && waitpid(pids[r], &status[r], WNOHANG) == pids[r]) {
-        finished[r] = 1;
-        --left;
-      }
-    }
-    if (left > 0) sleep_ms(10);
-  }
-  for (r = 0; r < NRANKS; ++r) {
-    if (!finished[r]) {
-      fprintf(stderr, "[c_api_test %s] rank %d still running after %d s: killed\n", mode, r,
-              DEADLINE_S);
-      kill(pids[r], SIGKILL);
-      waitpid(pids[r], &status[r], 0);
-      ++bad;
-    } else if (WIFSIGNALED(status[r])) {
-      fprintf(stderr, "[c_api_test %s] rank %d died of signal %d\n", mode, r, WTERMSIG(status[r]));
-      ++bad;
-    } else if (WEXITSTATUS(status[r]) != 0) {
-      fprintf(stderr, "[c_api_test %s] rank %d exited %d\n", mode, r, WEXITSTATUS(status[r]));
-      ++bad;
-    }
-  }
-  printf("[c_api_test %s] %d of %d ranks passed in %.1f s\n", mode, NRANKS - bad, NRANKS,
-         now_s() - start);
-  return bad;
-}
-
-static void parent_checks(void) {
+int c_api_parent_checks(void) {
   int a, b;
   gyreComm_t c = (gyreComm_t)&a;
   g_section = "result codes";
@@ -1396,27 +1330,6 @@ static void parent_checks(void) {
   BAD(gyreCommInitFromEnv(&c), NULL);
   if (c != NULL) failf("a failed gyreCommInitFromEnv left *comm non-NULL");
   expect_message(NULL, "RANK");
+  return g_failures;
 }
 
-int main(void) {
-  int bad = 0, port;
-  /* Small slots, so that the larger counts span many; a stall fails within 20 s. */
-  setenv("GYRE_SLOT_BYTES", "16K", 1);
-  setenv("GYRE_TIMEOUT", "20", 1);
-  parent_checks();
-  if (g_failures) return 1;
-
-  setenv("GYRE_TRANSPORT", "auto", 1);
-  bad += run_ranks("id", 0);
-
-  setenv("GYRE_TRANSPORT", "tcp", 1);
-  port = free_port();
-  if (port <= 0) {
-    fprintf(stderr, "c_api_test: no free port\n");
-    return 1;
-  }
-  bad += run_ranks("env", port);
-
-  printf("c_api_test: %s\n", bad ? "FAILED" : "passed");
-  return bad ? 1 : 0;
-}
