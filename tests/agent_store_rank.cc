@@ -19,7 +19,6 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "base/error.h"
@@ -69,13 +68,14 @@ void checkAllReduce(Communicator& comm, const char* what) {
   }
 }
 
-// Waits until the counter `key` reaches `count` (every rank adds 1), at most kStoreTimeout.
+// Every one of `count` ranks adds 1 to `key`; the last to arrive opens it for all (the
+// store's wait, at most kStoreTimeout).
 void barrier(Store& store, const std::string& key, int64_t count) {
-  store.add(key, 1);
-  const auto until = std::chrono::steady_clock::now() + kStoreTimeout;
-  while (store.add(key, 0) < count) {
-    if (std::chrono::steady_clock::now() > until) die("barrier " + key + " timed out");
-    std::this_thread::sleep_for(10ms);
+  if (store.add(key, 1) == count) store.setString(key + "/open", "1");
+  try {
+    store.wait({key + "/open"});
+  } catch (const Error& e) {
+    die("barrier " + key + " timed out: " + e.what());
   }
 }
 

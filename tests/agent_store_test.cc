@@ -16,9 +16,12 @@
 //   store holds MASTER_PORT) and False; a torch.distributed program runs under gyrerun.
 // Every command runs under `timeout`; the tests that wait also check the elapsed time.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -286,18 +289,37 @@ TEST(GyreStore, ServesWithTheSecretUntilSigterm) {
   const int port = freePort();
   const std::string secret = "gyre-store-test-secret";
   // In the background under `timeout` (its parent, which outlives the shell), saying
-  // "ready" on fd 3, a file here; SIGTERM (through timeout) once a client has used it.
+  // "ready" on fd 3, a FIFO here that this process reads until gyre-store closes it;
+  // SIGTERM (through timeout) once a client has used it.
   char dir[] = "/tmp/gyre-store-test-XXXXXX";
   ASSERT_NE(::mkdtemp(dir), nullptr);
   const std::string ready = std::string(dir) + "/ready";
+  ASSERT_EQ(::mkfifo(ready.c_str(), 0600), 0);
+  const int readyFd = ::open(ready.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // its reader
+  ASSERT_GE(readyFd, 0);
   const std::string command = "GYRE_TOKEN=" + secret + " timeout -k 5 30 " + binary("gyre-store") +
                               " --port " + std::to_string(port) + " --ready-fd 3 3>" + ready +
                               " >/dev/null 2>&1 & echo $!";
   RunResult started = runShell(command);
   const pid_t pid = std::atoi(started.out.c_str());
   ASSERT_GT(pid, 0) << started.err;
-  for (int i = 0; i < 200 && lines(runShell("cat " + ready).out).empty(); ++i) ::usleep(20000);
-  EXPECT_EQ(runShell("cat " + ready).out, "ready\n");
+  std::string said;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
+    pollfd p{readyFd, POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+    char buf[256];
+    const ssize_t n = ::read(readyFd, buf, sizeof(buf));
+    if (n > 0) {
+      said.append(buf, static_cast<size_t>(n));
+    } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+      break;  // closed
+    }
+  }
+  ::close(readyFd);
+  EXPECT_EQ(said, "ready\n");
   {
     auto store = gyre::TcpStore::connect("127.0.0.1", static_cast<uint16_t>(port),
                                          std::chrono::seconds(5), secret);
@@ -316,7 +338,7 @@ TEST(GyreStore, ServesWithTheSecretUntilSigterm) {
   bool gone = false;
   for (int i = 0; i < 200 && !gone; ++i) {
     gone = !accepts(port);
-    if (!gone) ::usleep(10000);
+    if (!gone) ::usleep(10000);  // polled: not our child, nothing tells us it has gone
   }
   EXPECT_TRUE(gone) << "gyre-store still serves 2 s after SIGTERM";
   std::remove(ready.c_str());

@@ -14,6 +14,7 @@
 #include "ring/communicator.h"
 #include "ring/spawn.h"
 #include "test_values.h"
+#include "tests/support/fork_ranks.h"
 
 namespace gyre {
 namespace {
@@ -79,14 +80,16 @@ INSTANTIATE_TEST_SUITE_P(Transports, AsyncRanks,
                          });
 
 TEST(Async, WaitWithTimeoutAndTestWhileAPeerIsLate) {
-  spawn(3, [](Communicator& comm) {
+  testing::Signals signals;
+  spawn(3, [&signals](Communicator& comm) {
     std::vector<float> buf = input(comm.rank(), 100);
-    if (comm.rank() == 1) std::this_thread::sleep_for(400ms);
+    if (comm.rank() == 1) signals.waitFor(0, "tested");  // late: after rank 0's checks
     Work w = comm.allReduceAsync(buf.data(), buf.data(), buf.size(), DataType::kFloat32, ReduceOp::kSum);
     if (comm.rank() == 0) {
       check(!w.wait(50ms), "rank 0: the all-reduce finished although rank 1 had not joined");
       check(!w.test(), "rank 0: test() is true although rank 1 had not joined");
       check(w.exception() == nullptr, "rank 0: exception() set while running");
+      signals.say(0, "tested");
     }
     check(w.wait(20000ms), "rank {}: not finished after 20 s", comm.rank());
     check(w.test() && w.exception() == nullptr, "rank {}: finished badly", comm.rank());
@@ -103,6 +106,7 @@ TEST(Async, FailureLandsInItsWorkAndLaterOnesAreAborted) {
     Work second = comm.allReduceAsync(b.data(), b.data(), count, DataType::kFloat32, ReduceOp::kSum);
     Work third = comm.allReduceAsync(c.data(), c.data(), c.size(), DataType::kFloat32, ReduceOp::kSum);
     first.wait();
+    // Polled: test() is what is checked.
     for (int i = 0; i < 2000 && !second.test(); ++i) std::this_thread::sleep_for(10ms);
     check(second.test() && second.exception() != nullptr, "rank {}: the mismatched call did not fail", comm.rank());
     try {
@@ -125,12 +129,13 @@ TEST(Async, FailureLandsInItsWorkAndLaterOnesAreAborted) {
 }
 
 TEST(Async, AbortFromAnotherThreadEndsThePendingWork) {
-  spawn(2, [](Communicator& comm) {
+  testing::Signals signals;
+  spawn(2, [&signals](Communicator& comm) {
     // Larger than the pipes hold (16 KiB slots): rank 0 cannot finish its part alone.
     std::vector<float> buf(1 << 20, 1.0f);
     if (comm.rank() == 1) {
       // Joins late, after rank 0 aborted: its call must fail, naming the abort.
-      std::this_thread::sleep_for(300ms);
+      signals.waitFor(0, "aborted");
       try {
         comm.allReduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, ReduceOp::kSum);
         check(false, "rank 1: the all-reduce succeeded although rank 0 aborted");
@@ -140,12 +145,13 @@ TEST(Async, AbortFromAnotherThreadEndsThePendingWork) {
       return;
     }
     Work w = comm.allReduceAsync(buf.data(), buf.data(), buf.size(), DataType::kFloat32, ReduceOp::kSum);
-    std::thread aborter([&comm] {
-      std::this_thread::sleep_for(50ms);
+    std::thread aborter([&comm, &signals] {
+      std::this_thread::sleep_for(50ms);  // time for the Work to be under way: nothing signals it
       comm.abort();
+      signals.say(0, "aborted");
     });
     const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < 1000 && !w.test(); ++i) std::this_thread::sleep_for(10ms);
+    for (int i = 0; i < 1000 && !w.test(); ++i) std::this_thread::sleep_for(10ms);  // polls test()
     check(w.test(), "rank 0: abort() did not end the pending Work");
     aborter.join();
     check(std::chrono::steady_clock::now() - start < 5s, "rank 0: the abort took too long");

@@ -210,7 +210,7 @@ TEST_P(AbortFromAnotherThread, EndsThePendingCallAndTellsThePeers) {
     if (rank == 0) {
       aborter = std::thread([&comm, &group] {
         // Time for rank 0 to be blocked in the call: nothing signals from inside it.
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));  // see above
         comm.abort();
         group.say("aborted");
       });

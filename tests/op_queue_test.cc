@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <thread>
 #include <vector>
 
@@ -30,7 +31,7 @@ TEST(OpQueue, AsyncAndBlockingRunInIssueOrder) {
   std::vector<Work> works;
   for (int i = 0; i < 50; ++i) {
     works.push_back(q.submit([&order, i] {
-      if (i % 7 == 0) std::this_thread::sleep_for(1ms);
+      if (i % 7 == 0) std::this_thread::sleep_for(1ms);  // time passes: the queue fills behind it
       order.push_back(i);
     }));
   }
@@ -47,7 +48,7 @@ TEST(OpQueue, BlockingCallRunsOnTheCallerThreadWhenIdle) {
   EXPECT_EQ(ran, std::this_thread::get_id());
   // An async op nobody waits on runs on the worker.
   Work w = q.submit([&ran] { ran = std::this_thread::get_id(); });
-  for (int i = 0; i < 5000 && !w.test(); ++i) std::this_thread::sleep_for(1ms);
+  for (int i = 0; i < 5000 && !w.test(); ++i) std::this_thread::sleep_for(1ms);  // polls test()
   ASSERT_TRUE(w.test());
   EXPECT_NE(ran, std::this_thread::get_id());
 }
@@ -112,14 +113,12 @@ TEST(OpQueue, ErrorsReachTheirOwnWorkAndLaterOpsStillRun) {
 
 TEST(OpQueue, WaitWithTimeoutReturnsFalseWhileRunning) {
   OpQueue q;
-  std::atomic<bool> release{false};
-  Work w = q.submit([&release] {
-    for (int i = 0; i < 5000 && !release.load(); ++i) std::this_thread::sleep_for(1ms);
-  });
+  std::promise<void> release;
+  Work w = q.submit([held = release.get_future().share()] { held.wait_for(5s); });
   EXPECT_FALSE(w.wait(20ms));
   EXPECT_FALSE(w.test());
   EXPECT_EQ(w.exception(), nullptr);
-  release = true;
+  release.set_value();
   EXPECT_TRUE(w.wait(5000ms));
   EXPECT_TRUE(w.test());
 }
@@ -131,7 +130,7 @@ TEST(OpQueue, DestructionFinishesQueuedOperations) {
     OpQueue q;
     for (int i = 0; i < 10; ++i) {
       works.push_back(q.submit([&done] {
-        std::this_thread::sleep_for(1ms);
+        std::this_thread::sleep_for(1ms);  // time passes: ops still queued at the destruction
         ++done;
       }));
     }
@@ -142,17 +141,15 @@ TEST(OpQueue, DestructionFinishesQueuedOperations) {
 
 TEST(OpQueue, WorksMayBeWaitedOnFromOtherThreads) {
   OpQueue q;
-  std::atomic<bool> go{false};
-  Work w = q.submit([&go] {
-    for (int i = 0; i < 5000 && !go.load(); ++i) std::this_thread::sleep_for(1ms);
-  });
+  std::promise<void> go;
+  Work w = q.submit([held = go.get_future().share()] { held.wait_for(5s); });
   std::atomic<int> woke{0};
   std::vector<std::thread> waiters;
   for (int i = 0; i < 4; ++i) waiters.emplace_back([w, &woke] {
     w.wait();
     ++woke;
   });
-  go = true;
+  go.set_value();
   for (auto& t : waiters) t.join();
   EXPECT_EQ(woke.load(), 4);
 }

@@ -51,7 +51,7 @@ class DelayedKill {
  public:
   DelayedKill(ForkedRanks& child, Clock::duration after)
       : thread_([this, &child, after] {
-          std::this_thread::sleep_for(after);
+          std::this_thread::sleep_for(after);  // see above
           killedAt_ = Clock::now();
           child.kill(0);
         }) {}

@@ -89,7 +89,7 @@ TEST_F(ShmPipeTest, SenderBlocksWhenSlotsAreFullAndResumesOnRelease) {
   std::vector<int64_t> acquiredAt{stampOf(rx->wait(within(20s)))};
   // Hold slice 0: the child fills the other K-1 slots, then its K+1-th acquire waits (time
   // passes, measured below: no signal comes from inside the wait).
-  std::this_thread::sleep_for(300ms);
+  std::this_thread::sleep_for(300ms);  // measured below
   const int64_t releasedAt = Clock::now().time_since_epoch().count();
   rx->release();
   for (size_t i = 1; i <= kSlots; ++i) {

@@ -561,7 +561,7 @@ TEST(Revoke, EndsPendingAndLaterOperationsAtOnceOnThisRankAndTellsThePeers) {
     Work w = comm->allReduceAsync(v.data(), v.data(), v.size(), DataType::kInt64, ReduceOp::kSum);
     if (c == 0) {
       // Time for the operation to be under way in the queue's thread: nothing signals it.
-      std::this_thread::sleep_for(200ms);
+      std::this_thread::sleep_for(200ms);  // see above
       comm->revoke();
       group.say("revoked");
     }

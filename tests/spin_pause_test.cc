@@ -177,7 +177,7 @@ TEST(SpinPause, StopsSpinningWhileAnotherProcessHoldsTheCore) {
     bool spinning = false;
     const auto again = Clock::now() + 8s;
     while (!spinning && Clock::now() < again) {
-      std::this_thread::sleep_for(50ms);
+      std::this_thread::sleep_for(50ms);  // time passes: the backoff is a time
       spinning = spinPause(Clock::now() + 10s);
     }
     EXPECT_TRUE(spinning) << "still not spinning 8 s after the busy process ended";
@@ -203,7 +203,7 @@ TEST(SpinPause, EndsWithTheWindowAndIsPerThread) {
       bool spinning = false;  // tried a few times: the machine may be busy
       for (int i = 0; i < 40 && !spinning; ++i) {
         spinning = spinPause(Clock::now() + 10s);
-        if (!spinning) std::this_thread::sleep_for(100ms);
+        if (!spinning) std::this_thread::sleep_for(100ms);  // time passes: a busy machine calms
       }
       EXPECT_TRUE(spinning);
     }).join();

@@ -12,6 +12,7 @@
 #include "ring/communicator.h"
 #include "ring/spawn.h"
 #include "test_values.h"
+#include "tests/support/fork_ranks.h"
 
 namespace gyre {
 namespace {
@@ -121,13 +122,19 @@ TEST(Split, NestedSplitsAndAsyncOnChildren) {
 TEST(Split, ARankThatDoesNotSplitFailsTheOthersByTheTimeout) {
   SpawnOptions o = options(TransportKind::kAuto);
   o.options.timeout = std::chrono::seconds(2);
+  testing::Signals signals;
   try {
-    spawn(3, [](Communicator& comm) {
-      if (comm.rank() == 1) {
-        std::this_thread::sleep_for(4s);
+    spawn(3, [&signals](Communicator& comm) {
+      if (comm.rank() == 1) {  // alive, never splitting, until the others have failed
+        signals.await("failed", 2, 10s);
         return;
       }
-      auto child = comm.split(0, 0);
+      try {
+        auto child = comm.split(0, 0);
+      } catch (const Error&) {
+        signals.post("failed");
+        throw;
+      }
       check(false, "rank {}: split returned without rank 1", comm.rank());
     }, o);
     FAIL() << "spawn succeeded";

@@ -138,10 +138,10 @@ TEST(TcpStore, BlockingGetAndWaitAreAnsweredByALaterSet) {
       ++done;
     });
   }
-  std::this_thread::sleep_for(100ms);
+  std::this_thread::sleep_for(100ms);  // time passes: no waiter may return meanwhile
   EXPECT_EQ(done.load(), 0);
   setter->setString("late", "value");
-  std::this_thread::sleep_for(50ms);
+  std::this_thread::sleep_for(50ms);  // time passes: a wait on both keys must not end on one
   setter->add("later", 1);
   for (auto& t : waiters) t.join();
   EXPECT_EQ(done.load(), 4);
@@ -223,7 +223,7 @@ TEST(TcpStore, ConnectBeforeTheServerListensSucceeds) {
   }
   std::shared_ptr<TcpStore> server;
   std::thread late([&] {
-    std::this_thread::sleep_for(100ms);
+    std::this_thread::sleep_for(100ms);  // models a late server: connect retries meanwhile
     server = TcpStore::serve("127.0.0.1", port, kLong);
   });
   auto client = TcpStore::connect("127.0.0.1", port, kLong);  // retries until then

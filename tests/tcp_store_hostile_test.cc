@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <future>
 #include <string>
 #include <thread>
 #include <vector>
@@ -117,13 +118,15 @@ TEST(TcpStore, GarbageClosesOnlyThatConnection) {
 TEST(TcpStore, ConnectingToSomethingElseFailsClearly) {
   Fd listening = listenOn(SocketAddress::resolve("127.0.0.1", 0));
   uint16_t port = SocketAddress::ofSocket(listening.get()).port();
+  std::promise<void> refused;
   std::thread impostor([&] {
     Fd conn = acceptUntil(listening.get(), Clock::now() + kLong);
     std::vector<uint8_t> answer = bytes("HTTP/1.1 400 Bad Request\r\n\r\n");
     sendAll(conn.get(), answer);
-    std::this_thread::sleep_for(100ms);
+    refused.get_future().wait_for(kLong);  // open until the client has read the answer
   });
   Error e = expectError([&] { TcpStore::connect("127.0.0.1", port, kLong); });
+  refused.set_value();
   impostor.join();
   std::string what = e.what();
   EXPECT_NE(what.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << what;
@@ -142,7 +145,7 @@ TEST(TcpStore, DestroyingTheServerFailsAWaitingClientPromptly) {
     EXPECT_NE(std::string(e.what()).find("never"), std::string::npos) << e.what();
     failed = true;
   });
-  std::this_thread::sleep_for(100ms);
+  std::this_thread::sleep_for(100ms);  // time for the get to block: nothing signals from inside it
   auto start = Clock::now();
   server.reset();
   EXPECT_LT(since(start), 2s);  // the destructor does not wait for clients

@@ -13,8 +13,9 @@
 //  - dies with the test process (PR_SET_PDEATHSIG), so nothing outlives a crashed test;
 //  - may add named values to its report at once (note()), so they survive a later kill.
 //
-// Ordering, in the ranks and in the parent, through counters in an anonymous shared
-// mapping (no name in /dev/shm; futex waits, never a sleep):
+// Ordering (Signals; alone, it serves processes that gyre::spawn forks too), in the ranks
+// and in the parent, through counters in an anonymous shared mapping (no name in
+// /dev/shm; futex waits, never a sleep):
 //  - post(name) / await(name, count): a counter; barrier(name): every rank posts, then
 //    waits for all n;
 //  - say(what) / waitFor(rank, what): "wait until rank k says X";
@@ -205,19 +206,131 @@ inline std::string readWhole(int fd) {
 
 }  // namespace fork_ranks_detail
 
-class ForkedRanks {
+// Signals: the ordering alone, for processes that something else forks (gyre::spawn's
+// ranks, a launcher's): made before the fork, used in every process forked after it.
+class Signals {
  public:
-  using Body = std::function<void(int rank)>;  // throws on failure
-
-  // `limit` bounds every wait that is not given one, and join() without a deadline.
-  explicit ForkedRanks(int n, Clock::duration limit = 120s) : n_(n), limit_(limit), children_(n) {
-    if (n < 1 || n > fork_ranks_detail::kMaxRanks) {
-      throw std::invalid_argument(fmt::format("ForkedRanks: {} ranks", n));
-    }
+  explicit Signals(Clock::duration limit = 120s) : limit_(limit), creator_(::getpid()) {
     void* p = ::mmap(nullptr, sizeof(fork_ranks_detail::Shared), PROT_READ | PROT_WRITE,
                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) failSystem(errno, "mmap");
     shared_ = new (p) fork_ranks_detail::Shared();
+  }
+  ~Signals() {
+    if (::getpid() == creator_) ::munmap(shared_, sizeof(fork_ranks_detail::Shared));
+  }
+  Signals(const Signals&) = delete;
+  Signals& operator=(const Signals&) = delete;
+
+  Clock::duration limit() const { return limit_; }
+
+  void post(const std::string& name, uint32_t times = 1) {
+    fork_ranks_detail::Counter& c = counter(name);
+    c.value.fetch_add(times);
+    fork_ranks_detail::futexWakeAll(&c.value);
+  }
+  uint32_t count(const std::string& name) { return counter(name).value.load(); }
+  // True once `name` was posted `times` times; false when `limit` passed first.
+  bool tryAwait(const std::string& name, uint32_t times, Clock::duration limit) {
+    fork_ranks_detail::Counter& c = counter(name);
+    return fork_ranks_detail::waitOn(&c.value, Clock::now() + limit,
+                                     [&](uint32_t v) { return v >= times; });
+  }
+  // As tryAwait, throwing gyre::Error(kTimeout) naming the wait when the limit passes.
+  void await(const std::string& name, uint32_t times) { await(name, times, limit_); }
+  void await(const std::string& name, uint32_t times, Clock::duration limit) {
+    if (!tryAwait(name, times, limit)) {
+      fail(ErrorCode::kTimeout, "{}: '{}' was posted {} of {} times in {} ms", who(), name,
+           count(name), times, std::chrono::duration_cast<std::chrono::milliseconds>(limit).count());
+    }
+  }
+  // Each of `parties` processes posts `name`, then waits for all of them.
+  void barrier(const std::string& name, uint32_t parties) {
+    post(name);
+    await(name, parties);
+  }
+  // Rank `r` says `what` (-1: the parent); waitFor(r, what) waits until it has.
+  void say(int r, const std::string& what) { post(saidKey(r, what)); }
+  void waitFor(int r, const std::string& what) { waitFor(r, what, limit_); }
+  void waitFor(int r, const std::string& what, Clock::duration limit) {
+    await(saidKey(r, what), 1, limit);
+  }
+  bool tryWaitFor(int r, const std::string& what, Clock::duration limit) {
+    return tryAwait(saidKey(r, what), 1, limit);
+  }
+  bool said(int r, const std::string& what) { return count(saidKey(r, what)) > 0; }
+
+  // A value of at most 1 KiB under `name`, for the others to read (read() waits for it).
+  void publish(const std::string& name, const std::string& bytes) {
+    if (bytes.size() > fork_ranks_detail::kBlobBytes) {
+      fail(ErrorCode::kInvalidArgument, "publish('{}'): {} bytes", name, bytes.size());
+    }
+    fork_ranks_detail::Blob& b = blob(name);
+    if (b.size.load() != 0) fail(ErrorCode::kInvalidArgument, "publish('{}'): published twice", name);
+    std::memcpy(b.data, bytes.data(), bytes.size());
+    b.size.store(static_cast<uint32_t>(bytes.size() + 1));
+    fork_ranks_detail::futexWakeAll(&b.size);
+  }
+  std::string read(const std::string& name) { return read(name, limit_); }
+  std::string read(const std::string& name, Clock::duration limit) {
+    fork_ranks_detail::Blob& b = blob(name);
+    if (!fork_ranks_detail::waitOn(&b.size, Clock::now() + limit, [](uint32_t v) { return v != 0; })) {
+      fail(ErrorCode::kTimeout, "{}: '{}' was not published in {} ms", who(), name,
+           std::chrono::duration_cast<std::chrono::milliseconds>(limit).count());
+    }
+    return std::string(b.data, b.size.load() - 1);
+  }
+
+ protected:
+  std::string who() const {
+    if (self_ >= 0) return fmt::format("rank {}", self_);
+    return ::getpid() == creator_ ? std::string("the parent") : fmt::format("process {}", ::getpid());
+  }
+  static std::string saidKey(int r, const std::string& what) {
+    return r < 0 ? "said:parent:" + what : fmt::format("said:{}:{}", r, what);
+  }
+
+  fork_ranks_detail::Counter& counter(const std::string& name) {
+    const uint64_t key = fork_ranks_detail::hashOf(name);
+    for (int i = 0; i < fork_ranks_detail::kCounters; ++i) {
+      fork_ranks_detail::Counter& c =
+          shared_->counters[(key + static_cast<uint64_t>(i)) % fork_ranks_detail::kCounters];
+      uint64_t seen = c.key.load();
+      if (seen == 0 && c.key.compare_exchange_strong(seen, key)) {
+        std::snprintf(c.name, sizeof(c.name), "%s", name.c_str());
+        return c;
+      }
+      if (seen == key) return c;
+    }
+    throw std::length_error("Signals: more than 256 counters");
+  }
+  fork_ranks_detail::Blob& blob(const std::string& name) {
+    const uint64_t key = fork_ranks_detail::hashOf(name);
+    for (int i = 0; i < fork_ranks_detail::kBlobs; ++i) {
+      fork_ranks_detail::Blob& b =
+          shared_->blobs[(key + static_cast<uint64_t>(i)) % fork_ranks_detail::kBlobs];
+      uint64_t seen = b.key.load();
+      if (seen == 0 && b.key.compare_exchange_strong(seen, key)) return b;
+      if (seen == key) return b;
+    }
+    throw std::length_error("Signals: more than 32 published values");
+  }
+
+  const Clock::duration limit_;
+  const pid_t creator_;
+  fork_ranks_detail::Shared* shared_ = nullptr;
+  int self_ = -1;  // a rank of ForkedRanks: its number
+};
+
+class ForkedRanks : public Signals {
+ public:
+  using Body = std::function<void(int rank)>;  // throws on failure
+
+  // `limit` bounds every wait that is not given one, and join() without a deadline.
+  explicit ForkedRanks(int n, Clock::duration limit = 120s) : Signals(limit), n_(n), children_(n) {
+    if (n < 1 || n > fork_ranks_detail::kMaxRanks) {
+      throw std::invalid_argument(fmt::format("ForkedRanks: {} ranks", n));
+    }
     if (::pipe2(alive_, O_CLOEXEC) != 0) failSystem(errno, "pipe2");
     fork_ranks_detail::parentOnlyFds().insert(alive_[1]);
   }
@@ -235,13 +348,11 @@ class ForkedRanks {
       closeFd(c.log);
     }
     closeFd(alive_[0]);
-    ::munmap(shared_, sizeof(fork_ranks_detail::Shared));
   }
   ForkedRanks(const ForkedRanks&) = delete;
   ForkedRanks& operator=(const ForkedRanks&) = delete;
 
   int size() const { return n_; }
-  Clock::duration limit() const { return limit_; }
   // This process's rank: -1 in the parent.
   int rank() const { return self_; }
 
@@ -290,44 +401,14 @@ class ForkedRanks {
   // Rank r's stderr so far (in the parent or a rank started with it).
   std::string log(int r) const { return fork_ranks_detail::readWhole(child(r).log); }
 
-  // ---- Ordering: in the ranks and in the parent --------------------------------------------
+  // ---- Ordering: in the ranks and in the parent (Signals), with this group's ranks ----------
 
-  void post(const std::string& name, uint32_t times = 1) {
-    fork_ranks_detail::Counter& c = counter(name);
-    c.value.fetch_add(times);
-    fork_ranks_detail::futexWakeAll(&c.value);
-  }
-  uint32_t count(const std::string& name) { return counter(name).value.load(); }
-  // True once `name` was posted `times` times; false when `limit` passed first.
-  bool tryAwait(const std::string& name, uint32_t times, Clock::duration limit) {
-    fork_ranks_detail::Counter& c = counter(name);
-    return fork_ranks_detail::waitOn(&c.value, Clock::now() + limit,
-                                     [&](uint32_t v) { return v >= times; });
-  }
-  // As tryAwait, throwing gyre::Error(kTimeout) naming the wait when the limit passes.
-  void await(const std::string& name, uint32_t times) { await(name, times, limit_); }
-  void await(const std::string& name, uint32_t times, Clock::duration limit) {
-    if (!tryAwait(name, times, limit)) {
-      fail(ErrorCode::kTimeout, "{}: '{}' was posted {} of {} times in {} ms", who(), name,
-           count(name), times, std::chrono::duration_cast<std::chrono::milliseconds>(limit).count());
-    }
-  }
+  using Signals::barrier;
+  using Signals::say;
+  // This rank (or the parent) says `what`.
+  void say(const std::string& what) { Signals::say(self_, what); }
   // Every rank posts `name`, then waits for all of them (ranks only).
-  void barrier(const std::string& name) {
-    post(name);
-    await(name, static_cast<uint32_t>(n_));
-  }
-  // This rank (or the parent) says `what`; waitFor(rank, what) waits until it has
-  // (rank -1: the parent).
-  void say(const std::string& what) { post(saidKey(self_, what)); }
-  void waitFor(int r, const std::string& what) { waitFor(r, what, limit_); }
-  void waitFor(int r, const std::string& what, Clock::duration limit) {
-    await(saidKey(r, what), 1, limit);
-  }
-  bool tryWaitFor(int r, const std::string& what, Clock::duration limit) {
-    return tryAwait(saidKey(r, what), 1, limit);
-  }
-  bool said(int r, const std::string& what) { return count(saidKey(r, what)) > 0; }
+  void barrier(const std::string& name) { Signals::barrier(name, static_cast<uint32_t>(n_)); }
 
   // Until rank r's process is gone, however it ended (a rank waits for one forked with
   // it by start(), or before it). In the parent it also reads what r reported.
@@ -385,27 +466,6 @@ class ForkedRanks {
     return static_cast<pid_t>(word->load());
   }
 
-  // A value of at most 1 KiB under `name`, for the others to read (read() waits for it).
-  void publish(const std::string& name, const std::string& bytes) {
-    if (bytes.size() > fork_ranks_detail::kBlobBytes) {
-      fail(ErrorCode::kInvalidArgument, "publish('{}'): {} bytes", name, bytes.size());
-    }
-    fork_ranks_detail::Blob& b = blob(name);
-    if (b.size.load() != 0) fail(ErrorCode::kInvalidArgument, "publish('{}'): published twice", name);
-    std::memcpy(b.data, bytes.data(), bytes.size());
-    b.size.store(static_cast<uint32_t>(bytes.size() + 1));
-    fork_ranks_detail::futexWakeAll(&b.size);
-  }
-  std::string read(const std::string& name) { return read(name, limit_); }
-  std::string read(const std::string& name, Clock::duration limit) {
-    fork_ranks_detail::Blob& b = blob(name);
-    if (!fork_ranks_detail::waitOn(&b.size, Clock::now() + limit, [](uint32_t v) { return v != 0; })) {
-      fail(ErrorCode::kTimeout, "{}: '{}' was not published in {} ms", who(), name,
-           std::chrono::duration_cast<std::chrono::milliseconds>(limit).count());
-    }
-    return std::string(b.data, b.size.load() - 1);
-  }
-
   // Until rank r's log holds `text` (polled: the library's output signals nothing else).
   void waitForLog(int r, const std::string& text) { waitForLog(r, text, limit_); }
   void waitForLog(int r, const std::string& text, Clock::duration limit) {
@@ -448,37 +508,6 @@ class ForkedRanks {
   const Child& child(int r) const {
     if (r < 0 || r >= n_) throw std::out_of_range(fmt::format("rank {} of {}", r, n_));
     return children_[static_cast<size_t>(r)];
-  }
-
-  std::string who() const { return self_ < 0 ? std::string("the parent") : fmt::format("rank {}", self_); }
-  static std::string saidKey(int r, const std::string& what) {
-    return r < 0 ? "said:parent:" + what : fmt::format("said:{}:{}", r, what);
-  }
-
-  fork_ranks_detail::Counter& counter(const std::string& name) {
-    const uint64_t key = fork_ranks_detail::hashOf(name);
-    for (int i = 0; i < fork_ranks_detail::kCounters; ++i) {
-      fork_ranks_detail::Counter& c =
-          shared_->counters[(key + static_cast<uint64_t>(i)) % fork_ranks_detail::kCounters];
-      uint64_t seen = c.key.load();
-      if (seen == 0 && c.key.compare_exchange_strong(seen, key)) {
-        std::snprintf(c.name, sizeof(c.name), "%s", name.c_str());
-        return c;
-      }
-      if (seen == key) return c;
-    }
-    throw std::length_error("ForkedRanks: more than 256 counters");
-  }
-  fork_ranks_detail::Blob& blob(const std::string& name) {
-    const uint64_t key = fork_ranks_detail::hashOf(name);
-    for (int i = 0; i < fork_ranks_detail::kBlobs; ++i) {
-      fork_ranks_detail::Blob& b =
-          shared_->blobs[(key + static_cast<uint64_t>(i)) % fork_ranks_detail::kBlobs];
-      uint64_t seen = b.key.load();
-      if (seen == 0 && b.key.compare_exchange_strong(seen, key)) return b;
-      if (seen == key) return b;
-    }
-    throw std::length_error("ForkedRanks: more than 32 published values");
   }
 
   static void closeFd(int& fd) {
@@ -677,13 +706,10 @@ class ForkedRanks {
   }
 
   const int n_;
-  const Clock::duration limit_;
   std::vector<Child> children_;
-  fork_ranks_detail::Shared* shared_ = nullptr;
   int alive_[2] = {-1, -1};  // the parent holds the write end until release()
   Clock::time_point started_{};
-  // In a rank's copy:
-  int self_ = -1;
+  // In a rank's copy (and self_, its number):
   int out_ = -1;
   Clock::time_point endedAt_{};
   Clock::duration destroy_{};
