@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "base/error.h"
+#include "fork_ranks.h"
 #include "ring/communicator.h"
 #include "ring/spawn.h"
 #include "test_values.h"
-#include "tests/support/fork_ranks.h"
 
 namespace gyre {
 namespace {

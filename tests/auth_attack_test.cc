@@ -25,7 +25,7 @@
 #include "base/crypto.h"
 #include "base/error.h"
 #include "base/secret.h"
-#include "tests/support/fork_ranks.h"
+#include "fork_ranks.h"
 #include "ring/communicator.h"
 #include "store/store_auth.h"
 #include "store/store_protocol.h"

@@ -38,7 +38,7 @@
 #include "base/crypto.h"
 #include "base/error.h"
 #include "base/secret.h"
-#include "tests/support/fork_ranks.h"
+#include "fork_ranks.h"
 #include "ring/bootstrap.h"
 #include "ring/communicator.h"
 #include "ring/join.h"

@@ -26,8 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "c_api_cases.h"
 #include "capi/gyre.h"
-#include "tests/c_api_cases.h"
 
 #define NRANKS C_API_RANKS
 #define DEADLINE_S 100 /* a hung rank ends on its own too */

@@ -8,8 +8,8 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/c_api_cases.h"
-#include "tests/support/fork_ranks.h"
+#include "c_api_cases.h"
+#include "fork_ranks.h"
 
 namespace {
 

@@ -17,7 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "base/cpu_binding.h"
-#include "tests/support/fork_ranks.h"
+#include "fork_ranks.h"
 #include "ring/communicator.h"
 
 namespace gyre {

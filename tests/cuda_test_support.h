@@ -20,7 +20,7 @@
 
 #include <fmt/format.h>
 
-#include "tests/support/fork_ranks.h"
+#include "fork_ranks.h"
 
 namespace gyre::testing {
 

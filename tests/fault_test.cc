@@ -18,7 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
-#include "tests/support/fork_ranks.h"
+#include "fork_ranks.h"
 #include "ring/communicator.h"
 
 namespace gyre {

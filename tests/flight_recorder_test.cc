@@ -22,7 +22,7 @@
 #include <gtest/gtest.h>
 
 #include "collectives/flight_recorder.h"
-#include "tests/support/fork_ranks.h"
+#include "fork_ranks.h"
 #include "run_shell.h"
 
 namespace gyre::testing {

@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
-#include "tests/support/fork_ranks.h"
+#include "fork_ranks.h"
 
 namespace gyre {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "tests/gyre_bench_harness.h"
+#include "gyre_bench_harness.h"
 
 namespace {
 

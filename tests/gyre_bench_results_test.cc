@@ -12,7 +12,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/gyre_bench_harness.h"
+#include "gyre_bench_harness.h"
 
 namespace {
 

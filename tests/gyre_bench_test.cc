@@ -6,7 +6,7 @@
 // stalling.
 #include <gtest/gtest.h>
 
-#include "tests/gyre_bench_harness.h"
+#include "gyre_bench_harness.h"
 
 namespace {
 

@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
-#include "tests/support/fork_ranks.h"
+#include "fork_ranks.h"
 #include "netns_hosts.h"
 #include "ring/communicator.h"
 #include "ring/join_store.h"

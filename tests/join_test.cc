@@ -18,7 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
-#include "tests/support/fork_ranks.h"
+#include "fork_ranks.h"
 #include "ring/communicator.h"
 #include "ring/join.h"
 #include "ring/join_store.h"

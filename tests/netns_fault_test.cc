@@ -15,8 +15,8 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
+#include "fork_ranks.h"
 #include "netns_hosts.h"
-#include "tests/support/fork_ranks.h"
 #include "ring/communicator.h"
 #include "store/tcp_store.h"
 

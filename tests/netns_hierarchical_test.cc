@@ -18,13 +18,13 @@
 #include <thread>
 #include <vector>
 
+#include "allreduce_check.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "fork_ranks.h"
 #include "netns_hosts.h"
-#include "tests/support/fork_ranks.h"
 #include "ring/communicator.h"
 #include "store/tcp_store.h"
-#include "allreduce_check.h"
 #include "test_values.h"
 
 namespace gyre {

@@ -27,7 +27,7 @@
 
 #include "auth_attacker.h"
 #include "base/secret.h"
-#include "tests/support/fork_ranks.h"
+#include "fork_ranks.h"
 #include "rdma_test_support.h"
 #include "ring/communicator.h"
 #include "transport/handshake.h"

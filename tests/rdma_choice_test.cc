@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/support/fork_ranks.h"
+#include "fork_ranks.h"
 #include "rdma_test_support.h"
 #include "ring/communicator.h"
 #include "test_values.h"

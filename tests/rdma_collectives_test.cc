@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "tests/support/fork_ranks.h"
+#include "fork_ranks.h"
 #include "rdma_test_support.h"
 #include "ring/communicator.h"
 #include "ring/spawn.h"

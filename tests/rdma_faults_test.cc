@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "tests/support/fork_ranks.h"
+#include "fork_ranks.h"
 #include "rdma_test_support.h"
 #include "ring/communicator.h"
 #include "test_values.h"

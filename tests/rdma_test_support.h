@@ -14,9 +14,9 @@
 
 #include "base/error.h"
 #include "base/options.h"
+#include "fork_ranks.h"
 #include "ring/communicator.h"
 #include "test_values.h"
-#include "tests/support/fork_ranks.h"
 #include "transport/rdma/rdma_connector.h"
 
 namespace gyre::testing {

@@ -20,7 +20,7 @@
 #include "base/error.h"
 #include "base/half.h"
 #include "host_kernels/reduce.h"
-#include "tests/reduce_reference.h"
+#include "reduce_reference.h"
 
 namespace gyre {
 namespace {

@@ -4,7 +4,7 @@
 // delivered, and abort from another thread.
 #include <gtest/gtest.h>
 
-#include "tests/shm_pipe_harness.h"
+#include "shm_pipe_harness.h"
 
 namespace gyre {
 namespace {

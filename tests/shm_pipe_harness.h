@@ -21,8 +21,8 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
-#include "tests/expect_error.h"
-#include "tests/support/fork_ranks.h"
+#include "expect_error.h"
+#include "fork_ranks.h"
 #include "transport/shm/shm_pipe.h"
 #include "transport/shm/shm_segment.h"
 

@@ -6,7 +6,7 @@
 // (cleanup, bogus contents) shm_segment_test.cc.
 #include <gtest/gtest.h>
 
-#include "tests/shm_pipe_harness.h"
+#include "shm_pipe_harness.h"
 
 namespace gyre {
 namespace {

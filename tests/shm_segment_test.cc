@@ -3,7 +3,7 @@
 // /dev/shm too small reported at creation, and the segment names.
 #include <gtest/gtest.h>
 
-#include "tests/shm_pipe_harness.h"
+#include "shm_pipe_harness.h"
 
 namespace gyre {
 namespace {

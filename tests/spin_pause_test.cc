@@ -11,7 +11,7 @@
 #include <chrono>
 #include <thread>
 
-#include "tests/support/fork_ranks.h"
+#include "fork_ranks.h"
 #include "transport/spin_pause.h"
 
 namespace gyre {

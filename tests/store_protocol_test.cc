@@ -10,7 +10,7 @@
 
 #include "base/error.h"
 #include "store/store_protocol.h"
-#include "tests/store_test_support.h"
+#include "store_test_support.h"
 
 namespace gyre {
 namespace {

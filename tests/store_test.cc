@@ -15,11 +15,11 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
+#include "fork_ranks.h"
 #include "store/store.h"
 #include "store/store_protocol.h"
 #include "store/tcp_store.h"
-#include "tests/store_test_support.h"
-#include "tests/support/fork_ranks.h"
+#include "store_test_support.h"
 #include "transport/socket.h"
 
 namespace gyre {

@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
-#include "tests/expect_error.h"
+#include "expect_error.h"
 #include "transport/socket.h"  // Clock
 
 namespace gyre::store_test {

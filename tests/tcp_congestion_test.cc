@@ -19,7 +19,7 @@
 
 #include "collective_test_support.h"
 #include "data_sockets.h"
-#include "tests/support/fork_ranks.h"
+#include "fork_ranks.h"
 #include "ring/communicator.h"
 #include "store/tcp_store.h"
 #include "tcp_pair.h"

@@ -16,13 +16,13 @@
 
 #include "collective_test_support.h"
 #include "data_sockets.h"
-#include "tests/support/fork_ranks.h"
+#include "fork_ranks.h"
 #include "ring/communicator.h"
 #include "ring/spawn.h"
 #include "store/tcp_store.h"
+#include "tcp_pair.h"
 #include "transport/tcp/tcp_progress.h"
 #include "transport/tcp/tcp_striped_pipe.h"
-#include "tcp_pair.h"
 
 namespace gyre {
 namespace {

@@ -19,7 +19,7 @@
 #include "store/store.h"
 #include "store/store_protocol.h"
 #include "store/tcp_store.h"
-#include "tests/store_test_support.h"
+#include "store_test_support.h"
 #include "transport/socket.h"
 
 namespace gyre {
