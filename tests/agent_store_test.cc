@@ -1,5 +1,5 @@
 // gyre's store served by the launcher (gyrerun's gyre-store, GYRE_AGENT_STORE), tested
-// with the real programs: gyrerun starting agent_store_rank (tests/agent_store_rank.cc),
+// with the real programs: gyrerun starting agent_store_rank (agent_store_rank.cc),
 // gyre-bench or small shell programs, and the real torchrun where a torch is installed.
 // - The store outlives rank 0: after rank 0 dies by SIGKILL, the other ranks open new
 //   clients, use the store, and build a communicator of the survivors through it; a

@@ -5,7 +5,7 @@
 // frame of a correct-looking tag. The job must complete with exact results, the attacker
 // must get nothing but challenges (no value from the store, no accepted connection), no
 // key may change, and each refusal must be logged once. The last rank checks in only
-// once the attacker has sent everything (tests/auth_attacker.h, waitForTheAttacks), so every
+// once the attacker has sent everything (auth_attacker.h, waitForTheAttacks), so every
 // listener still expects it when the attacks arrive.
 //
 // The recording: the test, which holds the secret, makes a genuine exchange for the same

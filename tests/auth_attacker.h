@@ -1,5 +1,5 @@
-// The outsider of the authentication tests (tests/auth_attack_test.cc over tcp pipes,
-// tests/rdma_auth_test.cc over rdma pipes and their tcp control links): a forked process
+// The outsider of the authentication tests (auth_attack_test.cc over tcp pipes,
+// rdma_auth_test.cc over rdma pipes and their tcp control links): a forked process
 // that knows where the job is (every rank's listening address, read from the claims in
 // the store; the communicator id) but holds no key. It gets only bytes: recordings of
 // genuine handshakes, which the test makes with the secret, and frames it made up.

@@ -1,5 +1,5 @@
 /* c_api_cases: the C API (capi/gyre.h) from plain C99, over real processes: the checks of
- * tests/c_api_test.cc, which forks NRANKS ranks for each case (tests/support/fork_ranks.h)
+ * c_api_test.cc, which forks NRANKS ranks for each case (fork_ranks.h)
  * and runs it in both init modes:
  *   id   rank 0 calls gyreGetUniqueId and hands the id to the other ranks (as MPI programs
  *        broadcast NCCL's); each calls gyreCommInitRank; the store server lives in rank 0's

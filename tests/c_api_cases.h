@@ -1,5 +1,5 @@
-/* Between tests/c_api_cases.c (C99: the checks of the C API) and tests/c_api_test.cc (the
- * C++ driver that forks the ranks with tests/support/fork_ranks.h). */
+/* Between c_api_cases.c (C99: the checks of the C API) and c_api_test.cc (the
+ * C++ driver that forks the ranks with fork_ranks.h). */
 #ifndef GYRE_TESTS_C_API_CASES_H
 #define GYRE_TESTS_C_API_CASES_H
 
@@ -20,7 +20,7 @@ int c_api_rank(int mode_env, int which, int rank);
 /* The checks without a communicator, in the test process: the number that failed. */
 int c_api_parent_checks(void);
 
-/* From the driver, in a rank: the harness's ordering and values (tests/support/fork_ranks.h). */
+/* From the driver, in a rank: the harness's ordering and values (fork_ranks.h). */
 void fork_ranks_say(const char* what);
 int fork_ranks_wait_for(int rank, const char* what); /* 1 once said; 0 at the group's limit */
 void fork_ranks_publish(const char* name, const void* data, size_t bytes);

@@ -1,4 +1,4 @@
-// The C API (capi/gyre.h) from C99 (tests/c_api_cases.c, compiled with -Wpedantic): each
+// The C API (capi/gyre.h) from C99 (c_api_cases.c, compiled with -Wpedantic): each
 // case on 4 forked ranks in both init modes, each its own test, so that a failure names
 // the case, the mode and the rank. The ranks' failures are in their logs.
 #include <cstring>

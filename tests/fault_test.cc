@@ -4,8 +4,8 @@
 // a bound far below its timeout (so a rank that waited for the timeout fails the
 // test); none may hang; no shm segment or process may be left behind.
 //
-// Each test prints one "[fault]" line per configuration (runs, worst time from fault to
-// error over every surviving rank) for the closing table.
+// Each test prints one "[fault]" line per configuration: runs, and the worst time from
+// fault to error over every surviving rank.
 #include <signal.h>
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// The test harness itself (tests/support/fork_ranks.h): results name the rank and how it
+// The test harness itself (fork_ranks.h): results name the rank and how it
 // ended, the waits order ranks and the parent without sleeping, the deadline kills what is
 // left, and nothing outlives the group.
 #include <signal.h>

@@ -1,7 +1,7 @@
 // Hostile connections to a rank's data listener while its communicator forms: garbage,
 // an old protocol version, another communicator, a truncated handshake and a flood of
 // silent connections (replayed handshakes and outsiders without the secret:
-// tests/auth_attack_test.cc). Each must be refused and logged, a gyre
+// auth_attack_test.cc). Each must be refused and logged, a gyre
 // peer must be told it was refused, and the job must still form and compute.
 #include <fcntl.h>
 #include <poll.h>

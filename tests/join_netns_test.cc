@@ -1,5 +1,5 @@
 // Startup mistakes between two "nodes": two network namespaces joined by a veth pair
-// (tests/netns_hosts.h), node 0 = namespace a (10.213.0.1) runs ranks 0-1 and serves the
+// (netns_hosts.h), node 0 = namespace a (10.213.0.1) runs ranks 0-1 and serves the
 // store, node 1 = namespace b (10.213.0.2) runs ranks 2-3, as
 // `--nproc_per_node=2 --nnodes=2 --master_addr=10.213.0.1` would. Each case must end on
 // every rank within seconds, or at GYRE_JOIN_TIMEOUT (3 s here, never GYRE_TIMEOUT) with

@@ -1,4 +1,4 @@
-// Startup mistakes, tried with real processes on one host (tests/join_netns_test.cc has
+// Startup mistakes, tried with real processes on one host (join_netns_test.cc has
 // the two-node layouts): ranks that disagree on the world size, a rank two processes
 // claim, settings or job tokens that differ, a rank whose setup fails, a rank killed while
 // joining, a rank that never comes, a second job on a port, a GYRE_* typo. Every case must
@@ -6,8 +6,7 @@
 // GYRE_TIMEOUT, 60 s), with a message naming what differs and the ranks involved, and
 // leave nothing in /dev/shm. Also: create/destroy cycles on 2-8 ranks, every init mode.
 //
-// Each failing case prints one "[join]" line (what rank 0 saw, how long) for the issue's
-// closing table.
+// Each failing case prints one "[join]" line: what rank 0 saw, and how long it took.
 #include <csignal>
 #include <cstdlib>
 #include <random>

@@ -1,5 +1,5 @@
 // The all-reduce between two real "hosts": network namespaces joined by a veth pair
-// shaped by tbf (tests/netns_hosts.h), several ranks in each, so pipes inside a host are
+// shaped by tbf (netns_hosts.h), several ranks in each, so pipes inside a host are
 // shm and pipes across go through the shaped link, as on a cluster. Every algorithm
 // forced and auto, on 2 + 2, 3 + 3 and uneven 3 + 1 ranks: every dtype and op, edge
 // counts and a buffer larger than all slots, exact results, identical bits on every

@@ -5,7 +5,7 @@
 // checks, on a real verbs device (soft-RoCE in the VM: tools/rdma_vm.sh; ranks 0-1 on
 // RDMA_DEV_A, 2-3 on RDMA_DEV_B), with GYRE_TRANSPORT=rdma forced so that nothing can
 // fall back to tcp:
-//  - An outsider of tests/auth_attacker.h that knows every rank's listening address
+//  - An outsider of auth_attacker.h that knows every rank's listening address
 //    (from the claims in the store) but not the secret connects to each rank's port as
 //    the last rank (whose control links every rank still awaits) with (a) a handshake
 //    recorded from a genuine one, replayed, and (b) a proof of the right form made with
@@ -44,7 +44,7 @@ using testing::RankResult;
 constexpr int kRanks = 4;
 constexpr int kLate = 3;  // checks in once the outsider has sent: every rank awaits it
 
-// The rdma suite's settings (tests/rdma_collectives_test.cc): the emulated device is far
+// The rdma suite's settings (rdma_collectives_test.cc): the emulated device is far
 // slower than a real one, so the waits are long; 16 KiB slots, which the counts cross.
 Options rdmaAuthOptions(const std::string& secret) {
   Options o = Options::fromEnvironment();

@@ -3,7 +3,7 @@
 // bit, for every dtype and op. Integers wrap, and avg divides the wrapped sum (truncating);
 // floats compute in their own type, float16 and bfloat16 in float, rounded once per
 // operation; a NaN operand gives the canonical quiet NaN; min and max of equal operands
-// give the second; avg multiplies the rounded sum by 1/divisor. tests/reduce_test.cc checks
+// give the second; avg multiplies the rounded sum by 1/divisor. reduce_test.cc checks
 // every ISA against it.
 #pragma once
 

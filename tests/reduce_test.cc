@@ -1,7 +1,7 @@
 // Tests for the host reduction (host_kernels/reduce.h); the float16/bfloat16 conversions
-// it rounds with are tests/half_test.cc.
+// it rounds with are half_test.cc.
 //
-// The reference (tests/reduce_reference.h) is written from the contract, not from
+// The reference (reduce_reference.h) is written from the contract, not from
 // base/reduce_ops.h, and every ISA this CPU runs must match it bit for bit: NaNs
 // included, which is how the "all ISAs give identical bits" promise is checked.
 #include <gtest/gtest.h>

@@ -1,8 +1,8 @@
-// What the shared-memory pipe tests share (tests/shm_pipe_test.cc, shm_pipe_failure_test.cc,
+// What the shared-memory pipe tests share (shm_pipe_test.cc, shm_pipe_failure_test.cc,
 // shm_segment_test.cc): bounded waits, numbered slices with a checked byte pattern
 // (sendStream/recvStream), and the fixture that names each test's segments after it and
 // fails a test that leaves anything in /dev/shm (removing it, so one failure does not
-// spill into the next run). The peer processes are tests/support/fork_ranks.h's.
+// spill into the next run). The peer processes are fork_ranks.h's.
 #pragma once
 
 #include <dirent.h>

@@ -6,7 +6,7 @@
 //
 // Each survivor logs when its first all-reduce on the shrunk communicator completed
 // (CLOCK_MONOTONIC, comparable across processes); "[shrink]" lines give the time from
-// the kill to the last survivor's first completion, for the closing note.
+// the kill to the last survivor's first completion.
 #include <signal.h>
 #include <unistd.h>
 

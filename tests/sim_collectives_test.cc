@@ -1,6 +1,6 @@
 // The simulator with payload (sim/sim_world.h): gyre's real schedules on 2-256 simulated
 // ranks in several host shapes, every rank's result checked bit for bit against inputs
-// whose reduction is exact in any order (tests/test_values.h: small integers).
+// whose reduction is exact in any order (test_values.h: small integers).
 //
 // Small slots (64-256 bytes) make every call many slices, so the pipelining, the
 // credits and the tree's and hier's interleavings run as they do on large buffers.

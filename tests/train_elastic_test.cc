@@ -82,7 +82,7 @@ TEST_F(TrainElastic, AKilledMiddleRankRejoinsAndTheRunFinishes) {
   RunResult r = runAndKill("--elastic --max-restarts 1", 2);
   expectRejoined(r);
   // Near a run without a failure (these small runs move by a percent or two between
-  // worlds; the closing note of issue 25 measures the full data set).
+  // worlds).
   RunResult base = runShell("timeout -k 5 180 " + trainCommand("--elastic") + " 2>/dev/null");
   ASSERT_EQ(base.exitCode, 0) << base.out;
   EXPECT_TRUE(std::regex_search(base.out, std::regex("# elastic: 0 shrink\\(s\\), 0 grow\\(s\\)")))
