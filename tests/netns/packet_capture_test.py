@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The job's secret never crosses the wire: every packet of a real job, captured.
 
-    python3 tests/packet_capture_test.py BIN_DIR      (root; ctest's packet_capture)
+    python3 tests/netns/packet_capture_test.py BIN_DIR      (root; ctest's packet_capture)
 
 Runs `gyrerun -n 4 gyre-bench broadcast -d uint8` (tcp pipes, a secret in
 GYRE_TOKEN_FILE) inside a network namespace of its own (`unshare --net`, lo only), while

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks the documentation's links (ctest: doc_links).
 
-    python3 tests/doc_links_test.py [--self-test] [REPO_ROOT]
+    python3 tests/tools/doc_links_test.py [--self-test] [REPO_ROOT]
 
 Every relative link and anchor in README.md and docs/*.md must resolve:
   [text](path), [text](path#anchor), [text](#anchor), ![alt](path), reference-style
@@ -314,7 +314,7 @@ def main(argv):
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
     ok = self_test() if "--self-test" in argv else True
-    root = args[0] if args else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    root = args[0] if args else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
     checker = Checker(root)
     files, size = checker.run()
     for f in checker.failures:
