@@ -1,6 +1,6 @@
 #!/bin/bash
 # tools/rdma_vm_test.sh <build-dir>: the ctest entry `rdma_vm`. Runs the rdma-labelled tests
-# (tests/rdma_*_test.cc) inside a soft-RoCE VM (tools/rdma_vm.sh, topology "pair": rxe_a and
+# (tests/rdma/*_test.cc) inside a soft-RoCE VM (tools/rdma_vm.sh, topology "pair": rxe_a and
 # rxe_b on the two ends of a veth pair) with GYRE_REQUIRE_RDMA=1, so a device that is missing
 # in the VM fails instead of skipping.
 # Exit 77 (ctest: skipped), printing why, where no VM can be booted here: not root, no

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A throwaway one-node Slurm cluster on the local host (real slurmctld + slurmd, Debian 12's
-# slurm-wlm 22.05), for the launcher tests (tests/launchers_test.cc) and for trying gyre
+# slurm-wlm 22.05), for the launcher tests (tests/launchers/launchers_test.cc) and for trying gyre
 # under srun by hand. Root only; no systemd, nothing outside DIR.
 #
 #   tools/slurm_local.sh start DIR   # starts the daemons, prints 'export SLURM_CONF=DIR/slurm.conf'
