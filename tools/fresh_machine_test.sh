@@ -159,7 +159,10 @@ cmake --install build-plain --prefix /opt/gyre
 echo "== a project of its own: find_package(gyre) with CMAKE_PREFIX_PATH=/opt/gyre"
 mkdir -p /tmp/consumer-src
 cp tests/install_consumer/CMakeLists.txt tests/install_consumer/consumer.cc /tmp/consumer-src/
-cmake -S /tmp/consumer-src -B /tmp/consumer -DCMAKE_PREFIX_PATH=/opt/gyre
+# The version it must find: the one project() in CMakeLists.txt defines.
+version=$(sed -n 's/^project(gyre VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
+cmake -S /tmp/consumer-src -B /tmp/consumer -DCMAKE_PREFIX_PATH=/opt/gyre \
+  -DGYRE_EXPECTED_VERSION="$version"
 found=$(sed -n 's/^gyre_DIR:PATH=//p' /tmp/consumer/CMakeCache.txt)
 case $found in /opt/gyre/*) ;; *) echo "find_package found gyre in '$found', not /opt/gyre"; exit 1 ;; esac
 cmake --build /tmp/consumer -j "$(nproc)"
