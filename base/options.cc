@@ -159,7 +159,6 @@ Options Options::fromEnvironment() {
     }
   }
   if (const char* v = env("GYRE_IB_HCA")) o.ibHca = v;
-  if (const char* v = env("GYRE_REQUIRE_RDMA")) o.requireRdma = std::string(v) == "1";
   if (const char* v = env("GYRE_IB_GID_INDEX")) {
     o.ibGidIndex = static_cast<int>(parseInteger(v, "GYRE_IB_GID_INDEX", 0, 255));
   }

@@ -70,9 +70,6 @@ struct GYRE_API Options {
   // ("mlx5_0:1,mlx5_1" prefixes, "^" excludes, "=" exact; transport/rdma/hca_filter.h).
   std::string ibHca;
   int ibGidIndex = -1;  // GYRE_IB_GID_INDEX: the GID table entry (-1: first RoCE v2 IPv4)
-  // GYRE_REQUIRE_RDMA=1: the rdma tests fail instead of skipping where no device is usable
-  // (CI sets it inside the soft-RoCE VM, so a broken VM cannot pass as "skipped").
-  bool requireRdma = false;
   AllReduceAlgo algo = AllReduceAlgo::kAuto;           // GYRE_ALGO=auto|ring|tree|rd|hier
   std::string socketIfname;                            // GYRE_SOCKET_IFNAME (NCCL syntax)
   // The job's shared secret: GYRE_TOKEN, or the contents of GYRE_TOKEN_FILE (a file only
