@@ -3,7 +3,7 @@
 // Contract: the library is compiled with -fvisibility=hidden (cmake/gyre_install.cmake),
 // so a symbol is in libgyre.so's dynamic table only when its declaration carries
 // GYRE_API: the classes and functions a user of the public headers (ring/communicator.h,
-// ring/work.h, ring/spawn.h, store/store.h, store/tcp_store.h, base/error.h,
+// ring/work.h, ring/spawn.h, ring/options.h, store/store.h, store/tcp_store.h, base/error.h,
 // base/options.h, base/types.h, base/log.h) calls, directly or through their inline
 // code. Everything else (transports, schedules, the communicator's Impl) stays private
 // to the library, so it can change without breaking programs linked against it. The

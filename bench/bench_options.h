@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "base/options.h"
 #include "base/types.h"
 #include "bench/bench_collectives.h"
+#include "collectives/allreduce_algo.h"
 
 namespace gyre::bench {
 

@@ -26,8 +26,8 @@
 #include <memory>
 #include <string>
 
-#include "base/options.h"
 #include "ring/communicator.h"
+#include "ring/options.h"
 
 namespace gyre {
 class Store;

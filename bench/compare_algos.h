@@ -31,9 +31,9 @@
 #include <cstddef>
 #include <vector>
 
-#include "base/options.h"
 #include "base/types.h"
 #include "ring/communicator.h"
+#include "ring/options.h"
 
 namespace gyre::bench {
 

@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "base/options.h"
+#include "collectives/allreduce_algo.h"
 
 namespace gyre::bench {
 

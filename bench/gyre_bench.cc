@@ -43,7 +43,6 @@
 
 #include "base/error.h"
 #include "base/launch_env.h"
-#include "base/options.h"
 #include "base/types.h"
 #include "base/version.h"
 #include "bench/bench_collectives.h"
@@ -54,6 +53,7 @@
 #include "bench/result_files.h"
 #include "bench/results_table.h"
 #include "ring/communicator.h"
+#include "ring/options.h"
 
 namespace gyre::bench {
 namespace {

@@ -24,7 +24,6 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
-#include "base/options.h"
 #include "base/version.h"
 #include "bench/bench_collectives.h"
 #include "bench/bench_options.h"
@@ -33,6 +32,7 @@
 #include "bench/sim_options.h"
 #include "collectives/collective_table.h"
 #include "collectives/topology_choice.h"
+#include "ring/options.h"
 #include "sim/sim_world.h"
 
 namespace gyre::bench {
@@ -101,7 +101,7 @@ void printHeader(const sim::SimWorld& w, const BenchOptions& o, const Collective
       "agg iters: 1 validation: 0 graph: 0\n",
       o.minBytes, o.maxBytes, o.stepFactor > 1 ? o.stepFactor : o.stepBytes,
       o.stepFactor > 1 ? "factor" : "bytes");
-  const Options& g = w.options().gyre;
+  const CollectiveOptions& g = w.options().gyre;
   std::printf("# gyre-sim: predicted, not measured: %d ranks, algo %s, slots %zu x %zu B\n",
               w.size(), algoName(g.algo), g.slots, w.slotBytes());
   std::printf("# gyre-sim: %s\n", w.options().network.describe().c_str());

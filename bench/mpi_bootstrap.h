@@ -13,8 +13,8 @@
 
 #include <memory>
 
-#include "base/options.h"
 #include "ring/communicator.h"
+#include "ring/options.h"
 
 namespace gyre::bench {
 

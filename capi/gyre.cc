@@ -7,13 +7,13 @@
 #include <vector>
 
 #include "base/error.h"
-#include "base/options.h"
 #include "base/version.h"
 #include "capi/handles.h"
 #include "capi/unique_id.h"
 #include "ring/communicator.h"
 #include "ring/join.h"
 #include "ring/join_store.h"
+#include "ring/options.h"
 #include "store/tcp_store.h"
 
 using gyre::ErrorCode;

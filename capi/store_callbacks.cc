@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "base/error.h"
-#include "base/options.h"
 #include "capi/gyre.h"
 #include "capi/handles.h"
 #include "ring/communicator.h"
+#include "ring/options.h"
 #include "store/store.h"
 
 using gyre::ErrorCode;

@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <string>
 
-#include "base/options.h"
+#include "ring/options.h"
 
 namespace gyre::capi {
 

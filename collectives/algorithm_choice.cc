@@ -8,7 +8,7 @@ double predictMicros(AllReduceAlgo algo, size_t bytes, int size, const LinkCost&
   return allReduceRow(algo).predictOneHost(bytes, size, cost);
 }
 
-AllReduceAlgo chooseAllReduce(const Options& options, size_t bytes, int size, bool shm) {
+AllReduceAlgo chooseAllReduce(const CollectiveOptions& options, size_t bytes, int size, bool shm) {
   const LinkCost& cost = linkCost(shm);
   const AllReducePlace place{bytes, size, options.smallestSlotBytes()};
   return pickAllReduce(options.algo, place, [&](const AllReduceRow& row) {

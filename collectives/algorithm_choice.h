@@ -24,7 +24,7 @@
 
 #include <cstddef>
 
-#include "base/options.h"
+#include "collectives/collective_options.h"
 #include "collectives/collective_table.h"
 #include "collectives/cost_model.h"
 #include "collectives/tuning.h"
@@ -41,7 +41,7 @@ double predictMicros(AllReduceAlgo algo, size_t bytes, int size, const LinkCost&
 // The algorithm for an all-reduce of `bytes` on `size` ranks (size >= 2) over links of
 // the given kind, never kAuto; honours options.algo (a forced algorithm that does not
 // fit, rd above a slot or hier, is the ring).
-AllReduceAlgo chooseAllReduce(const Options& options, size_t bytes, int size, bool shm);
+AllReduceAlgo chooseAllReduce(const CollectiveOptions& options, size_t bytes, int size, bool shm);
 
 // The choice over kAllReduceAlgorithms at `place`: `forced` where it fits, else the
 // ring; for kAuto the row that fits with the least predict(row), the earlier row on a

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "base/options.h"
+#include "collectives/allreduce_algo.h"
 #include "collectives/collective_table.h"
 
 namespace gyre {

@@ -9,13 +9,13 @@
 // points in ring/communicator.h, each one line over Communicator::issue. Adding an
 // all-reduce algorithm: its file in collectives/ (schedule, fits, predictions and its
 // AllReduceRow), its declaration and place in kAllReduceAlgorithms below, and an
-// AllReduceAlgo with its GYRE_ALGO spelling (base/options.h); docs/DESIGN.md lists it.
+// AllReduceAlgo with its GYRE_ALGO spelling (collectives/allreduce_algo.h); docs/DESIGN.md lists it.
 //
 // Contract: constant tables, any thread. Lookups throw kInternal for a kind or an
 // algorithm without a row (a bug, never a user's error: the communicator validates first).
 #pragma once
 
-#include "base/options.h"
+#include "collectives/allreduce_algo.h"
 #include "collectives/collective.h"
 #include "collectives/cost_model.h"
 #include "collectives/host_topology.h"

@@ -19,7 +19,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "base/options.h"
+#include "transport/transport_options.h"
 #include "collectives/host_topology.h"
 #include "collectives/tuning.h"
 
@@ -36,13 +36,13 @@ struct TwoLevelCost {
 struct AllReducePlace {
   size_t bytes;
   int size;                                // ranks, >= 2
-  size_t slotBytes;                        // Options::smallestSlotBytes()
+  size_t slotBytes;                        // TransportOptions::smallestSlotBytes()
   const HostTopology* topology = nullptr;  // null: every rank on one host
 };
 
 // The slice the tree cuts at most (tree_allreduce.cc) and the pipelined hierarchical
 // form's threshold assume: the default slot where some pipes are shm.
-inline constexpr double kPipelineSlotBytes = Options::kSlotBytes;
+inline constexpr double kPipelineSlotBytes = TransportOptions::kSlotBytes;
 
 // Per-NIC bytes out and in over the edges that cross hosts; the larger of the two over
 // all NICs. A host's NIC k carries its local ranks k, k + N, k + 2N, ...

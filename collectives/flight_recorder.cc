@@ -16,8 +16,8 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
-#include "base/options.h"
 #include "base/version.h"
+#include "collectives/allreduce_algo.h"
 
 namespace gyre {
 

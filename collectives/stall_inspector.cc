@@ -4,7 +4,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
-#include "base/options.h"
+#include "collectives/allreduce_algo.h"
 
 namespace gyre {
 namespace {

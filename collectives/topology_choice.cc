@@ -38,12 +38,12 @@ double predictTopologyMicros(AllReduceAlgo algo, size_t bytes, const HostTopolog
   return allReduceRow(algo).predict(bytes, t, cost);
 }
 
-AllReduceAlgo chooseForTopology(const Options& options, size_t bytes, const HostTopology& t,
+AllReduceAlgo chooseForTopology(const CollectiveOptions& options, size_t bytes, const HostTopology& t,
                                 bool allShm, bool intraShm) {
   return chooseForTopology(options, bytes, t, allShm, twoLevelCost(intraShm));
 }
 
-AllReduceAlgo chooseForTopology(const Options& options, size_t bytes, const HostTopology& t,
+AllReduceAlgo chooseForTopology(const CollectiveOptions& options, size_t bytes, const HostTopology& t,
                                 bool allShm, const TwoLevelCost& cost) {
   if (t.hostCount() < 2) return chooseAllReduce(options, bytes, t.size(), allShm);
   const AllReducePlace place{bytes, t.size(), options.smallestSlotBytes(), &t};
@@ -104,7 +104,7 @@ double predictCollectiveMicros(CollectiveKind kind, bool twoLevel, size_t bytes,
                   s / cost.intra.bytesPerUs);
 }
 
-bool chooseTwoLevel(const Options& options, CollectiveKind kind, size_t bytes, int root,
+bool chooseTwoLevel(const CollectiveOptions& options, CollectiveKind kind, size_t bytes, int root,
                     const HostTopology& t, const TwoLevelCost& cost) {
   const bool applies = kind == CollectiveKind::kAllGather ? t.evenHierarchical()
                                                           : t.hierarchical();
@@ -120,7 +120,7 @@ bool chooseTwoLevel(const Options& options, CollectiveKind kind, size_t bytes, i
          0.98 * predictCollectiveMicros(kind, false, bytes, root, t, cost);
 }
 
-uint8_t callAlgorithm(const Options& options, const CollectiveCall& call,
+uint8_t callAlgorithm(const CollectiveOptions& options, const CollectiveCall& call,
                       const HostTopology& topology, bool allShm, const TwoLevelCost& cost) {
   const size_t bytes = call.count * dtypeSize(call.dtype);
   if (call.kind == CollectiveKind::kAllReduce || call.kind == CollectiveKind::kBarrier) {

@@ -69,9 +69,9 @@ double predictTopologyMicros(AllReduceAlgo algo, size_t bytes, const HostTopolog
 // topology.hierarchical(), rd a buffer that fits a slot; else the ring), else the row
 // that fits with the cheapest prediction (pickAllReduce). One host: chooseAllReduce.
 // allShm/intraShm: the communicator's transport facts.
-AllReduceAlgo chooseForTopology(const Options& options, size_t bytes,
+AllReduceAlgo chooseForTopology(const CollectiveOptions& options, size_t bytes,
                                 const HostTopology& topology, bool allShm, bool intraShm);
-AllReduceAlgo chooseForTopology(const Options& options, size_t bytes,
+AllReduceAlgo chooseForTopology(const CollectiveOptions& options, size_t bytes,
                                 const HostTopology& topology, bool allShm,
                                 const TwoLevelCost& cost);
 
@@ -90,14 +90,14 @@ double predictCollectiveMicros(CollectiveKind kind, bool twoLevel, size_t bytes,
 // (all-gather: equal hosts; the others: topology.hierarchical()), GYRE_ALGO=hier forces
 // it, any other forced algorithm keeps the flat ring, auto takes it when predicted 2%
 // cheaper. Other kinds: false.
-bool chooseTwoLevel(const Options& options, CollectiveKind kind, size_t bytes, int root,
+bool chooseTwoLevel(const CollectiveOptions& options, CollectiveKind kind, size_t bytes, int root,
                     const HostTopology& topology, const TwoLevelCost& cost);
 
 // What CollectiveCall::algo is for `call` on topology.size() >= 2 ranks: all-reduce and
 // barrier chooseForTopology's pick; broadcast, reduce and all-gather kHierarchical when
 // chooseTwoLevel takes the two-level form; else 0. The communicator and the simulator
 // (sim/) both set a call's algo with it.
-uint8_t callAlgorithm(const Options& options, const CollectiveCall& call,
+uint8_t callAlgorithm(const CollectiveOptions& options, const CollectiveCall& call,
                       const HostTopology& topology, bool allShm, const TwoLevelCost& cost);
 
 }  // namespace gyre

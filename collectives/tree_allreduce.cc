@@ -4,12 +4,12 @@
 #include <optional>
 
 #include "base/error.h"
-#include "base/options.h"
 #include "collectives/collective_table.h"
 #include "collectives/cost_model.h"
 #include "collectives/double_tree.h"
 #include "collectives/schedule_math.h"
 #include "collectives/tree_clock.h"
+#include "transport/transport_options.h"
 
 // NCCL's runTreeUpDown, for two trees on one thread: per tree and role a few primitives,
 // run on the clock of collectives/tree_clock.h (which says why it cannot deadlock).
@@ -125,7 +125,7 @@ void treeAllReduce(const PrimitiveContext& base, const PeerPipes& pipes, int ran
   // ranks, 2 Gbit/s tcp, 2-8 MiB: 63-68% of the link with 512 KiB slices, 71% with 128 KiB).
   // The cost model's tree assumes the same (kPipelineSlotBytes, collectives/cost_model.h).
   const size_t slice = std::min({trees[0].sliceElems(), trees[1].sliceElems(),
-                                 std::max<size_t>(1, Options::kSlotBytes / dtypeSize(call.dtype))});
+                                 std::max<size_t>(1, TransportOptions::kSlotBytes / dtypeSize(call.dtype))});
   if (slice == 0) {
     fail(ErrorCode::kInvalidArgument, "rank {}: {}: a slot holds no {} element", rank,
          describe(call), dtypeName(call.dtype));

@@ -47,8 +47,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "base/options.h"
 #include "base/types.h"
+#include "ring/options.h"
 
 struct CUstream_st;  // cudaStream_t is CUstream_st*: callers pass theirs as it is
 

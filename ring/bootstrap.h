@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "base/options.h"
+#include "ring/options.h"
 #include "transport/pipe.h"
 #include "transport/transport_setup.h"
 
@@ -56,7 +56,7 @@ struct PipeSet {
   std::vector<std::string> hostIds;  // by rank
   int localRanks = 1;                // ranks sharing this rank's host, itself included
   bool allShm = false;               // every pipe is shared memory (the cost model's input)
-  size_t slotBytes = 0;              // every pipe's slot (base/options.h slotBytesFor)
+  size_t slotBytes = 0;              // every pipe's slot (slotBytesFor, transport_options.h)
 };
 
 // `store` is the communicator's (prefixed) store; `join` has its prefix.

@@ -43,8 +43,8 @@
 #include <vector>
 
 #include "base/export.h"
-#include "base/options.h"
 #include "base/types.h"
+#include "ring/options.h"
 #include "ring/work.h"
 
 namespace gyre {
@@ -85,8 +85,8 @@ class GYRE_API Communicator {
   int size() const;
   const Options& options() const;
   // The bytes of every pipe slot: GYRE_SLOT_BYTES, or the default for the pipes this
-  // communicator built (base/options.h slotBytesFor); on a single rank, which has no pipes,
-  // the default for pipes that are not all tcp.
+  // communicator built (transport/transport_options.h slotBytesFor); on a single rank,
+  // which has no pipes, the default for pipes that are not all tcp.
   size_t slotBytes() const;
   // The all-reduce algorithm ("ring", "tree", "rd", "hier") a call of `bytes` runs with
   // (collectives/topology_choice.h, the same on every rank), for benchmarks and logs.

@@ -14,10 +14,10 @@
 
 #include <functional>
 
-#include "base/options.h"
 #include "collectives/host_topology.h"
 #include "collectives/primitives.h"
 #include "collectives/topology_choice.h"
+#include "ring/options.h"
 #include "store/store.h"
 
 namespace gyre {

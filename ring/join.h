@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "base/options.h"
+#include "ring/options.h"
 #include "transport/socket.h"  // Clock
 
 namespace gyre {

@@ -20,7 +20,7 @@
 #include <string>
 
 #include "base/launch_env.h"
-#include "base/options.h"
+#include "ring/options.h"
 
 namespace gyre {
 

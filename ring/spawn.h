@@ -17,7 +17,7 @@
 #include <functional>
 
 #include "base/export.h"
-#include "base/options.h"
+#include "ring/options.h"
 
 namespace gyre {
 

@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "base/options.h"
 #include "ring/join.h"
+#include "ring/options.h"
 #include "transport/transport_setup.h"
 
 namespace gyre {
@@ -44,7 +44,7 @@ struct TransportPlan {
   // There are pipes, and every pipe between any two ranks of the communicator is tcp
   // (GYRE_TRANSPORT=tcp, or no two ranks that would meet over shm or rdma): equal on
   // every rank, so it may pick what every rank must agree on (the default slot,
-  // base/options.h).
+  // transport/transport_options.h).
   bool allTcp = false;
 
   bool uses(int peer, const std::string& transport) const {

@@ -38,8 +38,8 @@
 #include <utility>
 #include <vector>
 
-#include "base/options.h"
 #include "collectives/collective.h"
+#include "collectives/collective_options.h"
 #include "collectives/host_topology.h"
 #include "collectives/primitives.h"
 #include "collectives/topology_choice.h"
@@ -51,7 +51,7 @@ namespace gyre::sim {
 
 struct SimOptions {
   NetworkModel network;
-  Options gyre;  // algo (GYRE_ALGO), slots, slotBytes as a communicator's
+  CollectiveOptions gyre;  // algo (GYRE_ALGO), slots, slotBytes as a communicator's
   bool payload = true;
   int allPairsMaxRanks = 256;
   // Shaped links only: identical calls run before the timed one, so the token buckets
@@ -78,7 +78,7 @@ class SimWorld {
   const HostTopology& topology() const { return topology_; }
   const TwoLevelCost& cost() const { return cost_; }
   const SimOptions& options() const { return options_; }
-  // Every simulated pipe's slot: as a communicator's (base/options.h slotBytesFor).
+  // Every simulated pipe's slot: as a communicator's (transport_options.h slotBytesFor).
   size_t slotBytes() const { return slotBytes_; }
   // GYRE_ALGO for the calls that follow (kAuto: the cost model's pick).
   void setAlgo(AllReduceAlgo algo) { options_.gyre.algo = algo; }

@@ -28,10 +28,10 @@
 #include <string>
 #include <vector>
 
-#include "base/options.h"
 #include "transport/handshake.h"
 #include "transport/pipe.h"
 #include "transport/socket.h"
+#include "transport/transport_options.h"
 
 namespace gyre {
 
@@ -83,13 +83,13 @@ class SetupExchange {
 struct SetupEnv {
   int rank = 0;
   int size = 1;
-  const Options* options = nullptr;
+  const TransportOptions* options = nullptr;
   Clock::time_point deadline;   // creation's (GYRE_JOIN_TIMEOUT)
   size_t receivePipes = 0;      // pipes this rank receives on, whatever their transport
   // ---
   uint64_t commId = 0;
   std::string tag;              // the job's name tag: names carry it (shm segments)
-  size_t slotBytes = 0;         // every pipe's slot (base/options.h slotBytesFor)
+  size_t slotBytes = 0;         // every pipe's slot (transport_options.h slotBytesFor)
   std::vector<PeerClaim> claims;  // by rank
   SetupExchange* exchange = nullptr;
 };
@@ -123,7 +123,7 @@ class TransportSetup {
   virtual PeerFit canConnect(const PeerClaim& mine, const PeerClaim& peer, bool forced) const = 0;
 
   // Authenticated TCP connections each pipe of this transport takes (0: none).
-  virtual int linksPerPipe(const Options& options) const = 0;
+  virtual int linksPerPipe(const TransportOptions& options) const = 0;
 
   // `sendTo`, `recvFrom`: the peers whose pipes this transport carries, ascending.
   virtual void prepare(SetupEnv& env, const std::vector<int>& sendTo,
@@ -138,7 +138,7 @@ class TransportSetup {
 
   // What the "pipes: ..." INFO line adds after this transport's count (tcp: its
   // connections and congestion control); empty for most.
-  virtual std::string detail(const Options&) const { return {}; }
+  virtual std::string detail(const TransportOptions&) const { return {}; }
 };
 
 // The transports in preference order (transport/transports.cc): for each pair the first

@@ -21,8 +21,8 @@
 
 #include <gtest/gtest.h>
 
-#include "base/options.h"
 #include "collectives/algorithm_choice.h"
+#include "ring/options.h"
 #include "run_shell.h"
 
 namespace gyre_bench_test {

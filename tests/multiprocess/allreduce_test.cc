@@ -129,7 +129,7 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 // GYRE_SLOT_BYTES unset: 512 KiB slots where every pipe is tcp, 128 KiB where some are
-// shm (base/options.h slotBytesFor), the same on every rank; a set value wins. Each
+// shm (slotBytesFor, transport_options.h), the same on every rank; a set value wins. Each
 // algorithm stays exact on a buffer that crosses the larger slots many times, the tree
 // cutting its slices at 128 KiB whatever the slot (tree_allreduce.cc).
 TEST(AllReduce, DefaultSlotFollowsThePipes) {

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "base/error.h"
-#include "base/options.h"
 #include "fork_ranks.h"
 #include "ring/communicator.h"
+#include "ring/options.h"
 #include "test_values.h"
 #include "transport/rdma/rdma_connector.h"
 

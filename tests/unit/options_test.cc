@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "base/error.h"
-#include "base/options.h"
 #include "host_kernels/reduce.h"
+#include "ring/options.h"
 
 namespace gyre {
 namespace {

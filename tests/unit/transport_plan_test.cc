@@ -156,7 +156,7 @@ class HostATransport final : public TransportSetup {
     if (mine.hostId == "a" && peer.hostId == "a") return {PeerFit::kYes, "both on a"};
     return {PeerFit::kPass, ""};
   }
-  int linksPerPipe(const Options&) const override { return 0; }
+  int linksPerPipe(const TransportOptions&) const override { return 0; }
   void prepare(SetupEnv&, const std::vector<int>&, const std::vector<int>&) override {}
   PipePair connect(SetupEnv&, int, PeerLinks) override { return {}; }
 };

@@ -14,7 +14,8 @@ struct RdmaConnector::Impl {
 RdmaConnector::RdmaConnector(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 RdmaConnector::~RdmaConnector() = default;
 
-std::unique_ptr<RdmaConnector> RdmaConnector::open(const Options& options, std::string* whyNot) {
+std::unique_ptr<RdmaConnector> RdmaConnector::open(const TransportOptions& options,
+                                                   std::string* whyNot) {
   auto device = RdmaDevice::open(options, whyNot);
   if (!device) return nullptr;
   auto impl = std::make_unique<Impl>();

@@ -13,16 +13,16 @@
 #include <memory>
 #include <string>
 
-#include "base/options.h"
 #include "transport/pipe.h"
 #include "transport/socket.h"
+#include "transport/transport_options.h"
 
 namespace gyre {
 
 class RdmaConnector {
  public:
   // nullptr, with *whyNot, when this build or this host has no usable RDMA port.
-  static std::unique_ptr<RdmaConnector> open(const Options& options, std::string* whyNot);
+  static std::unique_ptr<RdmaConnector> open(const TransportOptions& options, std::string* whyNot);
   ~RdmaConnector();
 
   // "rxe0 port 1 GID 1 (RoCE)".

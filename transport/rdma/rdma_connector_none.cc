@@ -9,7 +9,7 @@ struct RdmaConnector::Impl {};
 RdmaConnector::RdmaConnector(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 RdmaConnector::~RdmaConnector() = default;
 
-std::unique_ptr<RdmaConnector> RdmaConnector::open(const Options&, std::string* whyNot) {
+std::unique_ptr<RdmaConnector> RdmaConnector::open(const TransportOptions&, std::string* whyNot) {
   *whyNot = "gyre was built without libibverbs (install libibverbs-dev and rebuild)";
   return nullptr;
 }

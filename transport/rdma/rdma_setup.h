@@ -69,7 +69,7 @@ class RdmaSetup final : public TransportSetup {
             fmt::format("another host, {} -> {} on rank {}", own.what, theirs.what, peer.rank)};
   }
 
-  int linksPerPipe(const Options&) const override { return 1; }
+  int linksPerPipe(const TransportOptions&) const override { return 1; }
 
   void prepare(SetupEnv& env, const std::vector<int>& sendTo,
                const std::vector<int>& recvFrom) override {

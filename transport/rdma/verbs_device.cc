@@ -39,7 +39,7 @@ int pickGid(ibv_context* ctx, int port, int tableLen, std::string* why) {
 
 }  // namespace
 
-std::shared_ptr<RdmaDevice> RdmaDevice::open(const Options& options, std::string* whyNot) {
+std::shared_ptr<RdmaDevice> RdmaDevice::open(const TransportOptions& options, std::string* whyNot) {
   HcaFilter filter = HcaFilter::parse(options.ibHca);
   int n = 0;
   ibv_device** list = ibv_get_device_list(&n);

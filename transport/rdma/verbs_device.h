@@ -33,13 +33,13 @@
 #include <mutex>
 #include <string>
 
-#include "base/options.h"
+#include "transport/transport_options.h"
 
 namespace gyre {
 
 class RdmaDevice {
  public:
-  static std::shared_ptr<RdmaDevice> open(const Options& options, std::string* whyNot);
+  static std::shared_ptr<RdmaDevice> open(const TransportOptions& options, std::string* whyNot);
   ~RdmaDevice();
   RdmaDevice(const RdmaDevice&) = delete;
   RdmaDevice& operator=(const RdmaDevice&) = delete;

@@ -15,7 +15,7 @@ std::string segmentKey(int sender, int receiver) {
 
 // Whether /dev/shm can hold this rank's receive segments.
 bool hasRoom(const SetupEnv& env) {
-  const Options& options = *env.options;
+  const TransportOptions& options = *env.options;
   auto free = shmFreeBytes();
   // Shared memory means not every pipe is tcp: its slot is slotBytesFor(options, false).
   size_t need = ShmRecvPipe::segmentBytes(options.slots, slotBytesFor(options, false)) *

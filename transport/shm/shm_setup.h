@@ -28,7 +28,7 @@ class ShmSetup final : public TransportSetup {
   const char* name() const override { return "shm"; }
   TransportOffer offer(const SetupEnv& env) override;
   PeerFit canConnect(const PeerClaim& mine, const PeerClaim& peer, bool forced) const override;
-  int linksPerPipe(const Options&) const override { return 0; }
+  int linksPerPipe(const TransportOptions&) const override { return 0; }
   void prepare(SetupEnv& env, const std::vector<int>& sendTo,
                const std::vector<int>& recvFrom) override;
   PipePair connect(SetupEnv& env, int peer, PeerLinks links) override;

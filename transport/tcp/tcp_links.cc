@@ -26,7 +26,7 @@ std::vector<T> takeFrom(std::map<int, std::vector<T>>& from, int peer) {
 
 }  // namespace
 
-TcpLinks::TcpLinks(const std::string& host, int rank, int size, const Options& options)
+TcpLinks::TcpLinks(const std::string& host, int rank, int size, const TransportOptions& options)
     : listener_(listenOn(SocketAddress::resolve(host, 0))) {
   if (!options.tcpCongestion.empty()) setCongestionControl(listener_.get(), options.tcpCongestion);
   address_ = SocketAddress::ofSocket(listener_.get()).toString();

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "base/options.h"
 #include "transport/tcp/tcp_connector.h"
+#include "transport/transport_options.h"
 #include "transport/transport_setup.h"
 
 namespace gyre {
@@ -26,7 +26,7 @@ class TcpLinks {
   // listener takes it: a name the kernel refuses fails here, before the check-in, on
   // every rank that asks for it (the join tells the others), not midway through
   // connecting; and the connections it accepts inherit it.
-  TcpLinks(const std::string& host, int rank, int size, const Options& options);
+  TcpLinks(const std::string& host, int rank, int size, const TransportOptions& options);
 
   std::string address() const { return address_; }  // "host:port", for the claim
 

@@ -14,7 +14,7 @@ void TcpSetup::prepare(SetupEnv&, const std::vector<int>&, const std::vector<int
 }
 
 PipePair TcpSetup::connect(SetupEnv& env, int peer, PeerLinks links) {
-  const Options& options = *env.options;
+  const TransportOptions& options = *env.options;
   for (auto* side : {&links.out, &links.in}) {
     for (Fd& fd : *side) {
       if (!options.tcpCongestion.empty()) setCongestionControl(fd.get(), options.tcpCongestion);
@@ -34,7 +34,7 @@ PipePair TcpSetup::connect(SetupEnv& env, int peer, PeerLinks links) {
   return pipes;
 }
 
-std::string TcpSetup::detail(const Options& options) const {
+std::string TcpSetup::detail(const TransportOptions& options) const {
   return fmt::format(" ({} connection{} each{}{})", options.nsocks, options.nsocks == 1 ? "" : "s",
                      options.encrypt ? ", AES-256-GCM" : "",
                      congestion_.empty()

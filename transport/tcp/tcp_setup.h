@@ -23,11 +23,11 @@ class TcpSetup final : public TransportSetup {
   const char* name() const override { return "tcp"; }
   TransportOffer offer(const SetupEnv&) override { return {}; }
   PeerFit canConnect(const PeerClaim& mine, const PeerClaim& peer, bool forced) const override;
-  int linksPerPipe(const Options& options) const override { return options.nsocks; }
+  int linksPerPipe(const TransportOptions& options) const override { return options.nsocks; }
   void prepare(SetupEnv& env, const std::vector<int>& sendTo,
                const std::vector<int>& recvFrom) override;
   PipePair connect(SetupEnv& env, int peer, PeerLinks links) override;
-  std::string detail(const Options& options) const override;
+  std::string detail(const TransportOptions& options) const override;
 
  private:
   std::unique_ptr<TcpProgress> progress_;
