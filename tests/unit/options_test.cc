@@ -1,4 +1,4 @@
-// Options::fromEnvironment, variable by variable (base/options.cc reads all 13 GYRE_*
+// Options::fromEnvironment, variable by variable (ring/options.cc reads all 13 GYRE_*
 // variables; docs/configuration.md's table lists them): the default when unset or empty,
 // every accepted spelling and suffix with its value, both ends of each range, and for
 // anything else a kInvalidArgument whose message names the variable, the value and what
