@@ -100,8 +100,7 @@ std::vector<ReduceOp> parseOps(const std::string& text) {
 AllReduceAlgo parseAlgoFlag(const std::string& text) {
   AllReduceAlgo algo;
   if (parseAlgo(text, algo)) return algo;
-  fail(ErrorCode::kInvalidArgument, "-A: unknown algorithm '{}': use auto, ring, tree, rd or hier",
-       text);
+  fail(ErrorCode::kInvalidArgument, "-A: unknown algorithm '{}': use {}", text, algoChoices());
 }
 
 void selectCollective(const std::string& name, BenchOptions& o) {

@@ -55,7 +55,7 @@ soname=$(readelf -d "$so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 exports=$(nm -D --defined-only "$so" | awk '{print $3}' | c++filt)
 allowed='^(gyre::(Communicator|Work|Error|Store|PrefixStore|TcpStore|Fd|SocketAddress|Options)::'
 allowed+='|gyre::(spawn|errorCodeName|errorCodeFromInt|errorCauseName|failSystem|dtypeSize|isFloating|dtypeName|opName|logEnabled'
-allowed+='|logLine|globalOptions|algoName|parseAlgo|transportName|parseByteSize|version|versionCommit)\('
+allowed+='|logLine|globalOptions|algoName|parseAlgo|algoChoices|transportName|parseByteSize|version|versionCommit)(\[abi:cxx11\])?\('
 allowed+='|(typeinfo|typeinfo name|vtable) for gyre::(Error|Store|PrefixStore|TcpStore)$)'
 stray=$(grep -Ev "$allowed" <<<"$exports" || true)
 [ -z "$stray" ] || fail "libgyre.so exports more than the public API:"$'\n'"$stray"
