@@ -25,6 +25,8 @@
 #include "base/log.h"
 #include "cuda_kernels/device_reduce.h"
 #include "ring/communicator.h"
+#include "cuda/ipc_allreduce.h"
+#include "cuda/ipc_peers.h"
 #include "cuda/stream_release.h"
 #include "store/tcp_store.h"
 
@@ -66,8 +68,9 @@ class CudaCommunicator::Impl {
       throw;
     }
     worker_ = std::thread([this] { workerMain(); });
-    log(LogLevel::kInfo, rank_, "cuda communicator on device {}: {} x {} bytes of staging, {}",
-        device_, slots_.size(), options_.sliceBytes,
+    log(LogLevel::kInfo, rank_, "cuda communicator on device {}: {}, {} x {} bytes of host staging, {}",
+        device_, ipc_ ? "all-reduce on the device through CUDA IPC" : "all-reduce staged through the host",
+        slots_.size(), options_.sliceBytes,
         usesMemOps() ? "stream memory operations" : "host-function release");
   }
 
@@ -78,10 +81,12 @@ class CudaCommunicator::Impl {
     }
     workCv_.notify_all();
     if (worker_.joinable()) worker_.join();
+    ipc_.reset();  // collective: the ranks meet before freeing what the others map
     destroyResources();
   }
 
   bool usesMemOps() const { return release_->usesMemOps(); }
+  bool usesIpc() const { return ipc_ != nullptr; }
 
   void setUp() {
     device_ = options_.device;
@@ -98,6 +103,31 @@ class CudaCommunicator::Impl {
     ring_.resize(options_.maxPending);
     for (cudaEvent_t& e : ready_) check(cudaEventCreateWithFlags(&e, eventFlags), "cudaEventCreate");
     release_ = std::make_unique<StreamRelease>(copyStream_, options_.streamMemOps, rank_);
+    if (size_ > 1) setUpIpc();
+  }
+
+  // Every rank takes the same decision (IpcPeers::open is collective); one line says which.
+  void setUpIpc() {
+    std::string notWanted;
+    const char* env = std::getenv("GYRE_CUDA_IPC");
+    if (env != nullptr && std::string(env) == "0") {
+      notWanted = "GYRE_CUDA_IPC=0";
+    } else if (!options_.ipc) {
+      notWanted = "CudaOptions::ipc is false";
+    }
+    const size_t slot = std::max<size_t>(4096, (options_.ipcSlotBytes + 4095) / 4096 * 4096);
+    std::string why;
+    ipc_ = IpcPeers::open(*host_, device_, slot,
+                          IpcPeers::MemOps{release_->waitValueFn(), release_->writeValueFn()},
+                          notWanted,
+                          [this](ErrorCode code, const std::string& message) {
+                            recordIpcFailure(code, message);
+                          },
+                          &why);
+    if (!ipc_) {
+      log(rank_ == 0 ? LogLevel::kWarn : LogLevel::kInfo, rank_,
+          "device all-reduce through CUDA IPC not used ({}): staged through host memory", why);
+    }
   }
 
   // Errors are ignored here: nothing can be done about them while tearing down.
@@ -134,6 +164,22 @@ class CudaCommunicator::Impl {
                       stream);
       return;
     }
+    if (ipc_) {
+      enqueued_ = seq;  // numbers the calls only: the worker never sees them
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        lastIpcCall_ = callText(count, dtype, op, seq);
+      }
+      try {
+        ipcAllReduce(*ipc_, sendbuf, recvbuf, count, dtype, op, stream, callText(count, dtype, op, seq));
+      } catch (const Error& e) {
+        // Half-enqueued: the peers' streams would wait for the rest.
+        recordFailure(e.code(), e.what());
+        abort();
+        throw;
+      }
+      return;
+    }
     size_t index;
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -159,6 +205,13 @@ class CudaCommunicator::Impl {
   }
 
   void synchronize() {
+    if (ipc_) {
+      const char* call = "";
+      const int err = ipc_->synchronize(&call);
+      if (err != 0) checkCall(static_cast<cudaError_t>(err), call, "synchronize");
+      throwIfFailed("synchronize");
+      return;
+    }
     release_->waitReleased(enqueued_);
     check(cudaStreamSynchronize(copyStream_), "cudaStreamSynchronize");
     throwIfFailed("synchronize");
@@ -166,7 +219,34 @@ class CudaCommunicator::Impl {
 
   void abort() {
     failed_.store(true);
+    if (ipc_) ipc_->abort();
     host_->abort();
+  }
+
+  // From IpcPeers' monitor: names the last collective enqueued, which the streams were
+  // running or about to run.
+  void recordIpcFailure(ErrorCode code, std::string message) {
+    const std::string self = fmt::format("rank {}: ", rank_);
+    if (message.rfind(self, 0) == 0) message.erase(0, self.size());
+    std::string last;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      last = lastIpcCall_;
+    }
+    recordFailure(code, last.empty() ? self + message
+                                     : fmt::format("{}{} failed: {}", self, last, message));
+  }
+
+  // An asynchronous failure of the IPC path (a peer lost, an abort anywhere).
+  void recordFailure(ErrorCode code, const std::string& message) {
+    log(LogLevel::kError, rank_, "{}", message);
+    failed_.store(true);
+    host_->abort();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (firstError_.empty()) {
+      firstError_ = message;
+      firstCode_ = code;
+    }
   }
 
   // ---- The worker -------------------------------------------------------------------------
@@ -335,6 +415,7 @@ class CudaCommunicator::Impl {
   std::vector<Slot> slots_;
   std::vector<cudaEvent_t> ready_;  // per ring entry: the caller's stream reached the call
   std::unique_ptr<StreamRelease> release_;
+  std::unique_ptr<IpcPeers> ipc_;  // null: all-reduce staged through the host
 
   std::mutex mu_;  // guards what follows, and firstError_
   std::condition_variable workCv_, spaceCv_;
@@ -344,6 +425,7 @@ class CudaCommunicator::Impl {
   bool stop_ = false;
   std::atomic<bool> failed_{false};
   std::string firstError_;
+  std::string lastIpcCall_;  // what the IPC path enqueued last, for its failures
   ErrorCode firstCode_ = ErrorCode::kInternal;
   std::thread worker_;
 };
@@ -384,6 +466,7 @@ int CudaCommunicator::rank() const { return impl_->rank_; }
 int CudaCommunicator::size() const { return impl_->size_; }
 int CudaCommunicator::device() const { return impl_->device_; }
 bool CudaCommunicator::usesStreamMemOps() const { return impl_->usesMemOps(); }
+bool CudaCommunicator::usesDeviceIpc() const { return impl_->usesIpc(); }
 
 void CudaCommunicator::allReduce(const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
                                  ReduceOp op, CUstream_st* stream) {

@@ -67,6 +67,11 @@ struct CudaOptions {
   bool streamMemOps = true;  // false: always the host-function release (for tests)
   size_t maxPending = 64;    // enqueued collectives the worker has not started; beyond
                              // that, allReduce waits for the worker (as NCCL's FIFO)
+  // All-reduce on the device through CUDA IPC when every rank is on one host (and
+  // GYRE_CUDA_IPC is not 0): each rank's staging region holds two slots of ipcSlotBytes
+  // (rounded up to 4 KiB); larger buffers go through them round by round (docs/gpu.md).
+  bool ipc = true;
+  size_t ipcSlotBytes = size_t{4} << 20;
 };
 
 class CudaCommunicator {
@@ -94,6 +99,9 @@ class CudaCommunicator {
   int device() const;
   // True when streams wait on the GPU (cuStreamWaitValue32), false with the fallback.
   bool usesStreamMemOps() const;
+  // True when allReduce runs on the device between the ranks through CUDA IPC; false
+  // when it is staged through host memory (the reason is in the log).
+  bool usesDeviceIpc() const;
 
   // recvbuf[i] = op over ranks of sendbuf[i], for i < count, when `stream` reaches this
   // point. Enqueues only. count may be 0 (nothing is enqueued).

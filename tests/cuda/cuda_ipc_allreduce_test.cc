@@ -1,0 +1,276 @@
+// The device all-reduce through CUDA IPC (cuda/ipc_allreduce.h): 2, 3 and 4 ranks
+// (processes) on one GPU, every dtype and op, 1 element to many staging rounds, in place
+// and out of place, compared bit for bit with the host all-reduce of the same inputs in
+// the same run and across ranks; calls on two streams kept in call order; GYRE_CUDA_IPC=0
+// keeps the staged path; a peer killed mid-collective and an abort on one rank fail the
+// others instead of hanging their streams. Built as cuda_ipc_allreduce_test on a GPU and
+// as fake_cuda_ipc_allreduce_test on the fake CUDA runtime (cuda/fake/).
+#include <gtest/gtest.h>
+
+#if !GYRE_HAVE_CUDA
+
+TEST(CudaIpcAllReduce, NeedsTheCudaToolkit) {
+  GTEST_SKIP() << "built without CUDA: no CUDA toolkit was found at configure time";
+}
+
+#else
+
+#include <cuda_runtime_api.h>
+#include <signal.h>
+#include <stdlib.h>
+
+#include <cstring>
+#include <vector>
+
+#include "base/error.h"
+#include "cuda/cuda_communicator.h"
+#include "cuda_test_support.h"
+#include "ring/communicator.h"
+#include "ring/spawn.h"
+#include "test_values.h"
+
+namespace gyre {
+namespace {
+
+using testing::check;
+using testing::cudaCheck;
+using testing::DeviceBuffer;
+
+SpawnOptions spawnOptions() {
+  SpawnOptions o;
+  o.options.timeout = std::chrono::seconds(60);
+  return o;
+}
+
+// The smallest staging slots (4 KiB): a few KiB of data already takes several rounds
+// through both slots.
+CudaOptions smallRounds() {
+  CudaOptions o;
+  o.ipcSlotBytes = 4096;
+  return o;
+}
+
+std::unique_ptr<CudaCommunicator> ipcCommunicator(Communicator& comm, const CudaOptions& o,
+                                                  bool wantIpc = true) {
+  cudaCheck(cudaSetDevice(0), "cudaSetDevice");
+  auto cuda = CudaCommunicator::createBeside(comm, o);
+  check(cuda->usesDeviceIpc() == wantIpc, "rank {}: usesDeviceIpc() is {}, expected {}",
+        comm.rank(), cuda->usesDeviceIpc(), wantIpc);
+  return cuda;
+}
+
+// One device all-reduce, compared with the host all-reduce of the same input (bitwise),
+// with the exact expected values, and across ranks.
+void checkAgainstHost(Communicator& comm, CudaCommunicator& cuda, cudaStream_t stream, DataType t,
+                      ReduceOp op, size_t count, bool inPlace) {
+  const size_t bytes = count * dtypeSize(t);
+  const std::vector<std::byte> input = testing::inputBuffer(t, op, comm.rank(), count);
+  std::vector<std::byte> host = input;
+  comm.allReduce(host.data(), host.data(), count, t, op);
+  DeviceBuffer send(bytes + 64), recv(bytes + 64);
+  cudaCheck(cudaMemset(send.get(), 0x3c, send.bytes()), "cudaMemset");
+  cudaCheck(cudaMemset(recv.get(), 0x5a, recv.bytes()), "cudaMemset");
+  send.upload(input.data(), bytes);
+  char* out = inPlace ? send.get() : recv.get();
+  cuda.allReduce(send.get(), out, count, t, op, stream);
+  cudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  cuda.synchronize();
+  const std::vector<std::byte> got = inPlace ? send.download() : recv.download();
+  const std::string what = fmt::format("rank {}/{}: {} {} count {} {}", comm.rank(), comm.size(),
+                                       dtypeName(t), opName(op), count,
+                                       inPlace ? "in place" : "out of place");
+  check(std::memcmp(got.data(), host.data(), bytes) == 0, "{}: differs from the host all-reduce",
+        what);
+  const std::vector<std::byte> expected = testing::expectedBuffer(t, op, comm.size(), count);
+  check(std::memcmp(got.data(), expected.data(), bytes) == 0, "{}: wrong values", what);
+  const std::byte guard{static_cast<unsigned char>(inPlace ? 0x3c : 0x5a)};
+  check(got[bytes] == guard && got[bytes + 63] == guard, "{}: wrote past recvbuf", what);
+  if (!inPlace) {
+    const std::vector<std::byte> sendAfter = send.download();
+    check(std::memcmp(sendAfter.data(), input.data(), bytes) == 0, "{}: sendbuf changed", what);
+  }
+  uint64_t sum = testing::checksum(got.data(), bytes), lo = sum, hi = sum;
+  comm.allReduce(&lo, &lo, 1, DataType::kUint64, ReduceOp::kMin);
+  comm.allReduce(&hi, &hi, 1, DataType::kUint64, ReduceOp::kMax);
+  check(lo == hi, "{}: ranks hold different bits", what);
+}
+
+class CudaIpcAllReduceRanks : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override { GYRE_SKIP_WITHOUT_GPU(); }
+};
+
+TEST_P(CudaIpcAllReduceRanks, EveryDtypeAndOpMatchesTheHostBitForBit) {
+  const int n = GetParam();
+  spawn(n, [n](Communicator& comm) {
+    auto cuda = ipcCommunicator(comm, smallRounds());
+    cudaStream_t stream;
+    cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    for (DataType t : testing::kAllTypes) {
+      const size_t perRound = 4096 / dtypeSize(t);
+      // 1 element; fewer than the ranks' chunks; one round less one; several rounds and a
+      // ragged tail (chunks of 16-byte multiples leave the last rank short or empty).
+      const size_t counts[] = {1, static_cast<size_t>(n + 1), perRound - 1, 5 * perRound + 7};
+      for (ReduceOp op : testing::kAllOps) {
+        for (size_t count : counts) {
+          checkAgainstHost(comm, *cuda, stream, t, op, count, false);
+          checkAgainstHost(comm, *cuda, stream, t, op, count, true);
+        }
+      }
+    }
+    // Real-valued floats: not exact, but still the same bits on every rank.
+    const size_t count = 50000;
+    std::vector<float> values(count);
+    for (size_t i = 0; i < count; ++i) values[i] = 1.0f / static_cast<float>(i + 3 + comm.rank());
+    DeviceBuffer buf(count * 4);
+    buf.upload(values.data(), count * 4);
+    cuda->allReduce(buf.get(), buf.get(), count, DataType::kFloat32, ReduceOp::kSum, stream);
+    cudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    const std::vector<std::byte> got = buf.download();
+    uint64_t sum = testing::checksum(got.data(), got.size()), lo = sum, hi = sum;
+    comm.allReduce(&lo, &lo, 1, DataType::kUint64, ReduceOp::kMin);
+    comm.allReduce(&hi, &hi, 1, DataType::kUint64, ReduceOp::kMax);
+    check(lo == hi, "rank {}: inexact float sums differ between ranks", comm.rank());
+    cudaStreamDestroy(stream);
+  }, spawnOptions());
+}
+
+INSTANTIATE_TEST_SUITE_P(SharedGpu, CudaIpcAllReduceRanks, ::testing::Values(2, 3, 4),
+                         [](const auto& info) { return fmt::format("{}ranks", info.param); });
+
+class CudaIpcAllReduce : public ::testing::Test {
+ protected:
+  void SetUp() override { GYRE_SKIP_WITHOUT_GPU(); }
+};
+
+// Calls alternate between two streams, each call's input the previous call's output,
+// with no host wait: only the communicator's own ordering of its collectives (one after
+// the other, whatever the stream) makes the result right.
+TEST_F(CudaIpcAllReduce, CallsOnTwoStreamsRunInCallOrder) {
+  spawn(3, [](Communicator& comm) {
+    auto cuda = ipcCommunicator(comm, smallRounds());
+    cudaStream_t a, b;
+    cudaCheck(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking), "cudaStreamCreate");
+    cudaCheck(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking), "cudaStreamCreate");
+    const size_t count = 20011;
+    std::vector<int64_t> host(count, comm.rank() + 1);
+    DeviceBuffer x(count * 8), y(count * 8);
+    x.upload(host.data(), count * 8);
+    for (int k = 0; k < 6; ++k) {
+      const bool even = k % 2 == 0;
+      cuda->allReduce(even ? x.get() : y.get(), even ? y.get() : x.get(), count, DataType::kInt64,
+                      ReduceOp::kSum, even ? a : b);
+    }
+    cuda->synchronize();
+    std::vector<std::byte> got = x.download();
+    std::memcpy(host.data(), got.data(), count * 8);
+    int64_t want = 6;
+    for (int k = 1; k < 6; ++k) want *= 3;
+    check(std::all_of(host.begin(), host.end(), [&](int64_t v) { return v == want; }),
+          "rank {}: chained result {} != {}", comm.rank(), host[0], want);
+    cudaStreamDestroy(a);
+    cudaStreamDestroy(b);
+  }, spawnOptions());
+}
+
+TEST_F(CudaIpcAllReduce, OptOutKeepsTheStagedPath) {
+  spawn(2, [](Communicator& comm) {
+    ::setenv("GYRE_CUDA_IPC", "0", 1);
+    auto cuda = ipcCommunicator(comm, smallRounds(), false);
+    ::unsetenv("GYRE_CUDA_IPC");
+    cudaStream_t stream;
+    cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    checkAgainstHost(comm, *cuda, stream, DataType::kInt32, ReduceOp::kSum, 1000, true);
+    cudaStreamDestroy(stream);
+  }, spawnOptions());
+}
+
+// Rank 2 dies (SIGKILL) while ranks 0 and 1 wait for it inside a collective: their
+// streams are released, synchronize() names the peer and the collective, and later
+// calls fail at once.
+TEST_F(CudaIpcAllReduce, PeerKilledMidCollectiveReleasesTheOthers) {
+  Options o;
+  o.timeout = std::chrono::seconds(20);
+  testing::CommRanks ranks(3, o, std::chrono::seconds(60));
+  ranks.start([&](Communicator& comm, int rank) {
+    auto cuda = ipcCommunicator(comm, smallRounds());
+    cudaStream_t stream;
+    cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    DeviceBuffer buf(1 << 16);
+    if (rank == 2) {
+      ranks.await("enqueued", 2);
+      ::raise(SIGKILL);
+    }
+    cuda->allReduce(buf.get(), buf.get(), (1 << 16) / 4, DataType::kFloat32, ReduceOp::kSum, stream);
+    ranks.post("enqueued");
+    cudaCheck(cudaStreamSynchronize(stream), "the stream must be released");
+    std::string message;
+    try {
+      cuda->synchronize();
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    check(message.find("peer rank 2") != std::string::npos &&
+              message.find("device allreduce #1") != std::string::npos,
+          "rank {}: expected an error naming peer rank 2 and device allreduce #1, got '{}'", rank,
+          message);
+    bool threw = false;
+    try {
+      cuda->allReduce(buf.get(), buf.get(), 16, DataType::kFloat32, ReduceOp::kSum, stream);
+    } catch (const Error&) {
+      threw = true;
+    }
+    check(threw, "rank {}: a call after the failure must throw", rank);
+    cudaStreamDestroy(stream);
+  });
+  const std::vector<testing::RankResult> results = ranks.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(results[r].ok && !results[r].hung) << results[r].describe();
+    EXPECT_LT(results[r].seconds, 30) << results[r].describe();
+  }
+  EXPECT_TRUE(results[2].killedBy(SIGKILL)) << results[2].describe();
+}
+
+// Rank 1 aborts instead of calling: rank 0, waiting for it inside the collective, is
+// released and told who aborted.
+TEST_F(CudaIpcAllReduce, AbortOnOneRankReleasesTheOthers) {
+  Options o;
+  o.timeout = std::chrono::seconds(20);
+  testing::CommRanks ranks(2, o, std::chrono::seconds(60));
+  ranks.start([&](Communicator& comm, int rank) {
+    auto cuda = ipcCommunicator(comm, smallRounds());
+    cudaStream_t stream;
+    cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    DeviceBuffer buf(1 << 16);
+    if (rank == 1) {
+      ranks.waitFor(0, "enqueued");
+      cuda->abort();
+      ranks.waitFor(0, "released");
+      cudaStreamDestroy(stream);
+      return;
+    }
+    cuda->allReduce(buf.get(), buf.get(), (1 << 16) / 4, DataType::kFloat32, ReduceOp::kSum, stream);
+    ranks.say("enqueued");
+    cudaCheck(cudaStreamSynchronize(stream), "the stream must be released");
+    ranks.say("released");
+    std::string message;
+    try {
+      cuda->synchronize();
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    check(message.find("rank 1 aborted") != std::string::npos,
+          "rank 0: expected an error saying rank 1 aborted, got '{}'", message);
+    cudaStreamDestroy(stream);
+  });
+  const std::vector<testing::RankResult> results = ranks.join();
+  for (const auto& r : results) {
+    EXPECT_TRUE(r.ok && !r.hung) << r.describe();
+    EXPECT_LT(r.seconds, 30) << r.describe();
+  }
+}
+
+}  // namespace
+}  // namespace gyre
+
+#endif  // GYRE_HAVE_CUDA
