@@ -165,9 +165,9 @@ class CudaCommunicator::Impl {
       return;
     }
     if (ipc_) {
-      enqueued_ = seq;  // numbers the calls only: the worker never sees them
       {
         std::lock_guard<std::mutex> lock(mu_);
+        enqueued_ = seq;  // numbers the calls only: the worker never sees them
         lastIpcCall_ = callText(count, dtype, op, seq);
       }
       try {

@@ -28,8 +28,9 @@ void ipcAllReduce(IpcPeers& peers, const void* sendbuf, void* recvbuf, size_t co
     }
   };
   auto copy = [&](void* dst, const void* src, size_t bytes) {
-    call = "cudaMemcpyAsync (device to device)";
-    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
+    // cudaMemcpyDefault: the caller's buffers may be pinned host or managed memory too.
+    call = "cudaMemcpyAsync";
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));
   };
 
   check(peers.begin(stream, &call));

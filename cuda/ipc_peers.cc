@@ -187,7 +187,10 @@ bool IpcPeers::setUp(const std::string& notWanted, std::string* why) {
   return true;
 }
 
+// Idempotent: open() calls it on a failed set-up, and the destructor again.
 void IpcPeers::tearDown() noexcept {
+  if (tornDown_) return;
+  tornDown_ = true;
   if (monitor_.joinable()) {
     const uint64_t one = 1;
     if (::write(stopFd_, &one, sizeof one) < 0) {

@@ -117,6 +117,7 @@ class IpcPeers {
   std::atomic<uint32_t> round_{0};
   std::atomic<bool> localAbort_{false};
   std::atomic<bool> failed_{false};
+  bool tornDown_ = false;
   std::thread monitor_;
 };
 
