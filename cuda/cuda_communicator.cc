@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <initializer_list>
 #include <cstdlib>
 #include <limits>
 #include <mutex>
@@ -25,7 +26,7 @@
 #include "base/log.h"
 #include "cuda_kernels/device_reduce.h"
 #include "ring/communicator.h"
-#include "cuda/ipc_allreduce.h"
+#include "cuda/ipc_collectives.h"
 #include "cuda/ipc_peers.h"
 #include "cuda/stream_release.h"
 #include "store/tcp_store.h"
@@ -156,8 +157,8 @@ class CudaCommunicator::Impl {
     validate(sendbuf, recvbuf, count, dtype, op, seq);
     throwIfFailed(callText(count, dtype, op, seq));
     if (count == 0) return;
-    checkPointer(sendbuf, "sendbuf", count, dtype, op, seq);
-    checkPointer(recvbuf, "recvbuf", count, dtype, op, seq);
+    checkPointer(sendbuf, "sendbuf", callText(count, dtype, op, seq));
+    checkPointer(recvbuf, "recvbuf", callText(count, dtype, op, seq));
     if (size_ == 1) {
       // As the host's single-rank path: avg scales by 1/1 (which quiets NaN), else a copy.
       deviceScaleCopy(recvbuf, nullptr, sendbuf, count, dtype, op == ReduceOp::kAvg ? 1 : 0,
@@ -165,19 +166,10 @@ class CudaCommunicator::Impl {
       return;
     }
     if (ipc_) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        enqueued_ = seq;  // numbers the calls only: the worker never sees them
-        lastIpcCall_ = callText(count, dtype, op, seq);
-      }
-      try {
-        ipcAllReduce(*ipc_, sendbuf, recvbuf, count, dtype, op, stream, callText(count, dtype, op, seq));
-      } catch (const Error& e) {
-        // Half-enqueued: the peers' streams would wait for the rest.
-        recordFailure(e.code(), e.what());
-        abort();
-        throw;
-      }
+      const std::string what = callText(count, dtype, op, seq);
+      enqueueIpc(what, seq, [&] {
+        ipcAllReduce(*ipc_, sendbuf, recvbuf, count, dtype, op, stream, what);
+      });
       return;
     }
     size_t index;
@@ -202,6 +194,66 @@ class CudaCommunicator::Impl {
       enqueued_ = seq;
     }
     workCv_.notify_one();
+  }
+
+  // ---- The other collectives: the device path through CUDA IPC only ---------------------
+
+  void allGather(const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
+                 cudaStream_t stream) {
+    const uint32_t seq = enqueued_ + 1;
+    const std::string what = fmt::format("device allgather #{} ({}, count {})", seq,
+                                         dtypeName(dtype), count);
+    validateOther(what, dtype, count, size_, {sendbuf, recvbuf});
+    if (count == 0) return;
+    checkPointer(sendbuf, "sendbuf", what);
+    checkPointer(recvbuf, "recvbuf", what);
+    const size_t bytes = count * dtypeSize(dtype);
+    if (size_ == 1) {
+      if (sendbuf != recvbuf) {
+        checkCall(cudaMemcpyAsync(recvbuf, sendbuf, bytes, cudaMemcpyDefault, stream),
+                  "cudaMemcpyAsync", what);
+      }
+      return;
+    }
+    requireIpc(what);
+    enqueueIpc(what, seq, [&] { ipcAllGather(*ipc_, sendbuf, recvbuf, count, dtype, stream, what); });
+  }
+
+  void reduceScatter(const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
+                     ReduceOp op, cudaStream_t stream) {
+    const uint32_t seq = enqueued_ + 1;
+    const std::string what = fmt::format("device reducescatter #{} ({} {}, count {})", seq,
+                                         dtypeName(dtype), isValid(op) ? opName(op) : "?", count);
+    if (!isValid(op)) {
+      fail(ErrorCode::kInvalidArgument, "rank {}: {}: invalid op {}", rank_, what, static_cast<int>(op));
+    }
+    validateOther(what, dtype, count, size_, {sendbuf, recvbuf});
+    if (count == 0) return;
+    checkPointer(sendbuf, "sendbuf", what);
+    checkPointer(recvbuf, "recvbuf", what);
+    if (size_ == 1) {
+      deviceScaleCopy(recvbuf, nullptr, sendbuf, count, dtype, op == ReduceOp::kAvg ? 1 : 0, stream);
+      return;
+    }
+    requireIpc(what);
+    enqueueIpc(what, seq, [&] {
+      ipcReduceScatter(*ipc_, sendbuf, recvbuf, count, dtype, op, stream, what);
+    });
+  }
+
+  void broadcast(void* buffer, size_t count, DataType dtype, int root, cudaStream_t stream) {
+    const uint32_t seq = enqueued_ + 1;
+    const std::string what = fmt::format("device broadcast #{} ({}, count {}, root {})", seq,
+                                         dtypeName(dtype), count, root);
+    if (root < 0 || root >= size_) {
+      fail(ErrorCode::kInvalidArgument, "rank {}: {}: root {} is not a rank of {}", rank_, what,
+           root, size_);
+    }
+    validateOther(what, dtype, count, 1, {buffer});
+    if (count == 0 || size_ == 1) return;
+    checkPointer(buffer, "buffer", what);
+    requireIpc(what);
+    enqueueIpc(what, seq, [&] { ipcBroadcast(*ipc_, buffer, count, dtype, root, stream, what); });
   }
 
   void synchronize() {
@@ -235,6 +287,24 @@ class CudaCommunicator::Impl {
     }
     recordFailure(code, last.empty() ? self + message
                                      : fmt::format("{}{} failed: {}", self, last, message));
+  }
+
+  // Enqueues one device collective through CUDA IPC; a failure half-way fails the
+  // communicator (the peers' streams would wait for the rest).
+  template <typename Run>
+  void enqueueIpc(const std::string& what, uint32_t seq, Run run) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      enqueued_ = seq;  // numbers the calls only: the worker never sees them
+      lastIpcCall_ = what;
+    }
+    try {
+      run();
+    } catch (const Error& e) {
+      recordFailure(e.code(), e.what());
+      abort();
+      throw;
+    }
   }
 
   // An asynchronous failure of the IPC path (a peer lost, an abort anywhere).
@@ -336,21 +406,46 @@ class CudaCommunicator::Impl {
     }
   }
 
+  void validateOther(const std::string& what, DataType dtype, size_t count, int blocks,
+                     std::initializer_list<const void*> buffers) {
+    if (!isValid(dtype)) {
+      fail(ErrorCode::kInvalidArgument, "rank {}: {}: invalid dtype {}", rank_, what,
+           static_cast<int>(dtype));
+    }
+    for (const void* p : buffers) {
+      if (count > 0 && p == nullptr) {
+        fail(ErrorCode::kInvalidArgument, "rank {}: {}: null buffer", rank_, what);
+      }
+    }
+    if (count > (std::numeric_limits<size_t>::max() / 2) / dtypeSize(dtype) / static_cast<size_t>(blocks)) {
+      fail(ErrorCode::kInvalidArgument, "rank {}: {}: count is too large", rank_, what);
+    }
+    throwIfFailed(what);
+  }
+
+  void requireIpc(const std::string& what) const {
+    if (ipc_) return;
+    fail(ErrorCode::kInvalidArgument,
+         "rank {}: {}: on device buffers only the device path through CUDA IPC has this "
+         "collective, and this communicator stages through the host (ranks on several hosts, "
+         "GYRE_CUDA_IPC=0, or no stream memory operations: its log says which); use "
+         "Communicator's on host buffers", rank_, what);
+  }
+
   // A host pointer that CUDA does not know would make the copies fail later, on the
   // worker; say so now, in the caller's thread.
-  void checkPointer(const void* p, const char* name, size_t count, DataType dtype, ReduceOp op,
-                    uint32_t seq) const {
+  void checkPointer(const void* p, const char* name, const std::string& what) const {
     cudaPointerAttributes attr{};
     const cudaError_t err = cudaPointerGetAttributes(&attr, p);
     if (err != cudaSuccess) cudaGetLastError();
     if (err != cudaSuccess || attr.type == cudaMemoryTypeUnregistered) {
       fail(ErrorCode::kInvalidArgument, "rank {}: {}: {} {} is not memory CUDA knows (a plain host "
-           "pointer? use Communicator for host buffers)", rank_, callText(count, dtype, op, seq),
+           "pointer? use Communicator for host buffers)", rank_, what,
            name, p);
     }
     if (attr.type == cudaMemoryTypeDevice && attr.device != device_) {
       fail(ErrorCode::kInvalidArgument, "rank {}: {}: {} is on device {}, the communicator's is {}",
-           rank_, callText(count, dtype, op, seq), name, attr.device, device_);
+           rank_, what, name, attr.device, device_);
     }
   }
 
@@ -471,6 +566,21 @@ bool CudaCommunicator::usesDeviceIpc() const { return impl_->usesIpc(); }
 void CudaCommunicator::allReduce(const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
                                  ReduceOp op, CUstream_st* stream) {
   impl_->allReduce(sendbuf, recvbuf, count, dtype, op, stream);
+}
+
+void CudaCommunicator::allGather(const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
+                                 CUstream_st* stream) {
+  impl_->allGather(sendbuf, recvbuf, count, dtype, stream);
+}
+
+void CudaCommunicator::reduceScatter(const void* sendbuf, void* recvbuf, size_t count,
+                                     DataType dtype, ReduceOp op, CUstream_st* stream) {
+  impl_->reduceScatter(sendbuf, recvbuf, count, dtype, op, stream);
+}
+
+void CudaCommunicator::broadcast(void* buffer, size_t count, DataType dtype, int root,
+                                 CUstream_st* stream) {
+  impl_->broadcast(buffer, count, dtype, root, stream);
 }
 
 void CudaCommunicator::synchronize() { impl_->synchronize(); }

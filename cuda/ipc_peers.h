@@ -1,5 +1,5 @@
 // IpcPeers: the ranks of one host sharing device memory through CUDA IPC, for the device
-// collectives that run on the caller's stream (cuda/ipc_allreduce.h).
+// collectives that run on the caller's stream (cuda/ipc_collectives.h).
 //
 // What it is: each rank allocates one device region (flag words, then two staging slots
 // of slotBytes) and exports it (cudaIpcGetMemHandle); open() exchanges the handles over

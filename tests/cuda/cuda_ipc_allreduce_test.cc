@@ -1,9 +1,11 @@
-// The device all-reduce through CUDA IPC (cuda/ipc_allreduce.h): 2, 3 and 4 ranks
-// (processes) on one GPU, every dtype and op, 1 element to many staging rounds, in place
-// and out of place, compared bit for bit with the host all-reduce of the same inputs in
-// the same run and across ranks; calls on two streams kept in call order; GYRE_CUDA_IPC=0
-// keeps the staged path; a peer killed mid-collective and an abort on one rank fail the
-// others instead of hanging their streams. Built as cuda_ipc_allreduce_test on a GPU and
+// The device collectives through CUDA IPC (cuda/ipc_collectives.h): 2, 3 and 4 ranks
+// (processes) on one GPU; all-reduce, all-gather, reduce-scatter and broadcast, every
+// dtype and op, 1 element to many staging rounds, in place and out of place, compared bit
+// for bit with the host collectives of the same inputs in the same run and across ranks;
+// calls on two streams kept in call order; a chain of different collectives with no host
+// wait; GYRE_CUDA_IPC=0 keeps the staged path (which refuses the other collectives); a
+// peer killed mid-collective and an abort on one rank fail the others instead of hanging
+// their streams. Built as cuda_ipc_allreduce_test on a GPU and
 // as fake_cuda_ipc_allreduce_test on the fake CUDA runtime (cuda/fake/).
 #include <gtest/gtest.h>
 
@@ -135,6 +137,122 @@ TEST_P(CudaIpcAllReduceRanks, EveryDtypeAndOpMatchesTheHostBitForBit) {
   }, spawnOptions());
 }
 
+// All-gather, reduce-scatter and broadcast against Communicator's on the same inputs.
+void checkOthers(Communicator& comm, CudaCommunicator& cuda, cudaStream_t stream, DataType t,
+                 size_t count) {
+  const int n = comm.size(), me = comm.rank();
+  const size_t esize = dtypeSize(t), bytes = count * esize, all = bytes * static_cast<size_t>(n);
+  const std::string what = fmt::format("rank {}/{}: {} count {}", me, n, dtypeName(t), count);
+  auto sync = [&] {
+    cudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    cuda.synchronize();
+  };
+  // All-gather, out of place and in place.
+  const std::vector<std::byte> mine = testing::inputBuffer(t, ReduceOp::kSum, me, count);
+  std::vector<std::byte> host(all);
+  comm.allGather(mine.data(), host.data(), count, t);
+  for (bool inPlace : {false, true}) {
+    DeviceBuffer send(bytes), recv(all);
+    cudaCheck(cudaMemset(recv.get(), 0x5a, all), "cudaMemset");
+    char* in = inPlace ? recv.get() + static_cast<size_t>(me) * bytes : send.get();
+    cudaCheck(cudaMemcpy(in, mine.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+    cuda.allGather(in, recv.get(), count, t, stream);
+    sync();
+    check(std::memcmp(recv.download().data(), host.data(), all) == 0,
+          "{}: allgather{} differs from the host's", what, inPlace ? " in place" : "");
+  }
+  // Reduce-scatter, every op, out of place and in place.
+  for (ReduceOp op : testing::kAllOps) {
+    std::vector<std::byte> input(all);
+    for (int b = 0; b < n; ++b) {
+      const std::vector<std::byte> block = testing::inputBuffer(t, op, me + b * 3, count);
+      std::memcpy(input.data() + static_cast<size_t>(b) * bytes, block.data(), bytes);
+    }
+    std::vector<std::byte> expect(bytes);
+    comm.reduceScatter(input.data(), expect.data(), count, t, op);
+    for (bool inPlace : {false, true}) {
+      DeviceBuffer send(all), recv(bytes);
+      send.upload(input.data(), all);
+      char* out = inPlace ? send.get() + static_cast<size_t>(me) * bytes : recv.get();
+      cuda.reduceScatter(send.get(), out, count, t, op, stream);
+      sync();
+      std::vector<std::byte> got(bytes);
+      cudaCheck(cudaMemcpy(got.data(), out, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
+      check(std::memcmp(got.data(), expect.data(), bytes) == 0,
+            "{}: reducescatter {}{} differs from the host's", what, opName(op),
+            inPlace ? " in place" : "");
+    }
+  }
+  // Broadcast from every root.
+  for (int root = 0; root < n; ++root) {
+    std::vector<std::byte> value = testing::inputBuffer(t, ReduceOp::kSum, me + 7 * root, count);
+    DeviceBuffer buf(bytes);
+    buf.upload(value.data(), bytes);
+    comm.broadcast(value.data(), count, t, root);
+    cuda.broadcast(buf.get(), count, t, root, stream);
+    sync();
+    check(std::memcmp(buf.download().data(), value.data(), bytes) == 0,
+          "{}: broadcast from {} differs from the host's", what, root);
+  }
+}
+
+TEST_P(CudaIpcAllReduceRanks, AllGatherReduceScatterBroadcastMatchTheHost) {
+  const int n = GetParam();
+  spawn(n, [n](Communicator& comm) {
+    auto cuda = ipcCommunicator(comm, smallRounds());
+    cudaStream_t stream;
+    cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    for (DataType t : testing::kAllTypes) {
+      const size_t perRound = 4096 / dtypeSize(t);
+      // Reduce-scatter's rounds hold 1/n of a slot per block: 5 * perRound takes many.
+      for (size_t count : {size_t{1}, static_cast<size_t>(n + 1), perRound - 1, 5 * perRound + 7}) {
+        checkOthers(comm, *cuda, stream, t, count);
+      }
+    }
+    cudaStreamDestroy(stream);
+  }, spawnOptions());
+}
+
+// Different collectives back to back on one stream, no host wait between them, each the
+// next one's input: the staging slots pass from one kind of collective to the next.
+TEST_P(CudaIpcAllReduceRanks, MixedCollectivesChainWithoutHostWaits) {
+  const int n = GetParam();
+  spawn(n, [n](Communicator& comm) {
+    auto cuda = ipcCommunicator(comm, smallRounds());
+    cudaStream_t stream;
+    cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    const size_t count = 3001;  // int32: several rounds of every kind
+    const size_t bytes = count * 4;
+    std::vector<int32_t> x(count);
+    for (size_t i = 0; i < count; ++i) x[i] = static_cast<int32_t>(i % 97) + comm.rank();
+    DeviceBuffer a(bytes), gathered(bytes * n), scattered(bytes);
+    a.upload(x.data(), bytes);
+    for (int k = 0; k < 3; ++k) {
+      cuda->allReduce(a.get(), a.get(), count, DataType::kInt32, ReduceOp::kSum, stream);
+      cuda->broadcast(a.get(), count, DataType::kInt32, (k + 1) % n, stream);
+      cuda->allGather(a.get(), gathered.get(), count, DataType::kInt32, stream);
+      cuda->reduceScatter(gathered.get(), scattered.get(), count, DataType::kInt32, ReduceOp::kMax,
+                          stream);
+      cuda->allReduce(scattered.get(), a.get(), count, DataType::kInt32, ReduceOp::kMin, stream);
+    }
+    cudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    cuda->synchronize();
+    // The host's answer for the same chain.
+    std::vector<int32_t> h = x, g(count * n), sc(count);
+    for (int k = 0; k < 3; ++k) {
+      comm.allReduce(h.data(), h.data(), count, DataType::kInt32, ReduceOp::kSum);
+      comm.broadcast(h.data(), count, DataType::kInt32, (k + 1) % n);
+      comm.allGather(h.data(), g.data(), count, DataType::kInt32);
+      comm.reduceScatter(g.data(), sc.data(), count, DataType::kInt32, ReduceOp::kMax);
+      comm.allReduce(sc.data(), h.data(), count, DataType::kInt32, ReduceOp::kMin);
+    }
+    const std::vector<std::byte> got = a.download();
+    check(std::memcmp(got.data(), h.data(), bytes) == 0, "rank {}/{}: the chain differs from the host's",
+          comm.rank(), n);
+    cudaStreamDestroy(stream);
+  }, spawnOptions());
+}
+
 INSTANTIATE_TEST_SUITE_P(SharedGpu, CudaIpcAllReduceRanks, ::testing::Values(2, 3, 4),
                          [](const auto& info) { return fmt::format("{}ranks", info.param); });
 
@@ -181,6 +299,16 @@ TEST_F(CudaIpcAllReduce, OptOutKeepsTheStagedPath) {
     cudaStream_t stream;
     cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
     checkAgainstHost(comm, *cuda, stream, DataType::kInt32, ReduceOp::kSum, 1000, true);
+    DeviceBuffer buf(4096);
+    ErrorCode code = ErrorCode::kInternal;
+    try {
+      cuda->broadcast(buf.get(), 16, DataType::kInt32, 0, stream);
+    } catch (const Error& e) {
+      code = e.code();
+      check(std::string(e.what()).find("stages through the host") != std::string::npos,
+            "the refusal does not say why: {}", e.what());
+    }
+    check(code == ErrorCode::kInvalidArgument, "a staged communicator must refuse broadcast");
     cudaStreamDestroy(stream);
   }, spawnOptions());
 }
