@@ -116,12 +116,14 @@ TEST_F(CudaIpc, MemoryIsTheSameBytesInEveryProcess) {
     std::vector<unsigned char> got(kBytes);
     cudaCheck(cudaMemcpy(got.data(), p, kBytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
     check(got == mine, "rank {}: the imported bytes differ from the exported ones", rank);
+    ranks.post("read");  // rank 1 writes only once every importer has read
     cudaPointerAttributes attr{};
     cudaCheck(cudaPointerGetAttributes(&attr, p), "cudaPointerGetAttributes");
     check(attr.type == cudaMemoryTypeDevice, "imported memory is not device memory");
     void* again = openMem(ranks.read("mem"));
     check(again == p, "a second open returned {} for {}", again, p);
     if (rank == 1) {
+      ranks.await("read", 2);
       cudaCheck(cudaMemcpy(static_cast<char*>(p) + kWriteAt, theirs.data(), kWriteBytes,
                            cudaMemcpyHostToDevice),
                 "cudaMemcpy H2D");
