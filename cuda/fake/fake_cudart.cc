@@ -39,6 +39,8 @@
 //   cudaStreamWaitEvent, cudaEventSynchronize and cudaEventQuery in one process see a
 //   cudaEventRecord of another (the last record before the wait, as CUDA's). Stream
 //   memory operations on shared words wake waiters in any process (futex).
+//   GYRE_FAKE_CUDA_IPC_OPEN_FAILS=1 makes cudaIpcOpenMemHandle fail in that process
+//   (cudaErrorMapBufferObjectFailed), for the tests of what happens when it does.
 // What it does not model: time, the real concurrency of copy engines and SMs (a kernel's
 // threads run one after another), code generation, several devices, hardware queues
 // (CUDA_DEVICE_MAX_CONNECTIONS), peer access between devices.
@@ -1043,6 +1045,10 @@ cudaError_t cudaIpcOpenMemHandle(void** devPtr, cudaIpcMemHandle_t handle, unsig
   if (h.pid == ::getpid()) {
     return complain(cudaErrorDeviceUninitialized, call,
                     "the handle is this process's own (CUDA cannot open it here)");
+  }
+  if (const char* fails = std::getenv("GYRE_FAKE_CUDA_IPC_OPEN_FAILS");
+      fails != nullptr && std::string(fails) == "1") {
+    return complain(cudaErrorMapBufferObjectFailed, call, "GYRE_FAKE_CUDA_IPC_OPEN_FAILS=1");
   }
   {
     // Opened before in this process: the same pointer, counted.

@@ -313,6 +313,30 @@ TEST_F(CudaIpcAllReduce, OptOutKeepsTheStagedPath) {
   }, spawnOptions());
 }
 
+#if GYRE_FAKE_CUDA
+// One rank cannot map its peers' memory (the fake runtime fails its cudaIpcOpenMemHandle):
+// every rank falls back to the staged path together, the log says why, results are right.
+TEST_F(CudaIpcAllReduce, AFailedOpenOnOneRankKeepsEveryRankStaged) {
+  Options o;
+  o.timeout = std::chrono::seconds(20);
+  testing::CommRanks ranks(3, o, std::chrono::seconds(60));
+  ranks.start([&](Communicator& comm, int rank) {
+    if (rank == 2) ::setenv("GYRE_FAKE_CUDA_IPC_OPEN_FAILS", "1", 1);
+    auto cuda = ipcCommunicator(comm, smallRounds(), false);
+    cudaStream_t stream;
+    cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    checkAgainstHost(comm, *cuda, stream, DataType::kFloat32, ReduceOp::kAvg, 5000, false);
+    cudaStreamDestroy(stream);
+  });
+  const std::vector<testing::RankResult> results = ranks.join();
+  testing::expectAllOk(results);
+  EXPECT_NE(results[2].log.find("cudaIpcOpenMemHandle of rank 0's region"), std::string::npos)
+      << results[2].log;
+  EXPECT_NE(results[0].log.find("device all-reduce through CUDA IPC not used"), std::string::npos)
+      << results[0].log;
+}
+#endif
+
 // Rank 2 dies (SIGKILL) while ranks 0 and 1 wait for it inside a collective: their
 // streams are released, synchronize() names the peer and the collective, and later
 // calls fail at once.
