@@ -126,7 +126,10 @@ class CudaCommunicator::Impl {
                           },
                           &why);
     if (!ipc_) {
-      log(rank_ == 0 ? LogLevel::kWarn : LogLevel::kInfo, rank_,
+      // A warning unless asked for: the device path was expected on one host.
+      const bool optedOut = why.find("GYRE_CUDA_IPC=0") != std::string::npos ||
+                            why.find("CudaOptions::ipc is false") != std::string::npos;
+      log(rank_ == 0 && !optedOut ? LogLevel::kWarn : LogLevel::kInfo, rank_,
           "device all-reduce through CUDA IPC not used ({}): staged through host memory", why);
     }
   }

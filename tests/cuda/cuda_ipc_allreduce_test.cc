@@ -291,6 +291,39 @@ TEST_F(CudaIpcAllReduce, CallsOnTwoStreamsRunInCallOrder) {
   }, spawnOptions());
 }
 
+// The call only enqueues: rank 0's all-reduce of 64 MiB returns while rank 1 has not
+// even called it, so nothing on rank 0's thread waits for the device or the peer.
+TEST_F(CudaIpcAllReduce, TheCallReturnsBeforeThePeersCall) {
+  spawn(2, [](Communicator& comm) {
+    auto cuda = ipcCommunicator(comm, CudaOptions{});
+    cudaStream_t stream;
+    cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    const size_t count = size_t{16} << 20;  // 64 MiB of float: 16 rounds of 4 MiB
+    DeviceBuffer buf(count * 4);
+    cudaCheck(cudaMemset(buf.get(), 0, buf.bytes()), "cudaMemset");
+    cudaCheck(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    uint32_t enqueued = 0;
+    if (comm.rank() == 0) {
+      const auto t0 = std::chrono::steady_clock::now();
+      cuda->allReduce(buf.get(), buf.get(), count, DataType::kFloat32, ReduceOp::kSum, stream);
+      const double us =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+      std::fprintf(stderr, "rank 0: enqueue of a 64 MiB device allreduce through CUDA IPC: %.1f us\n", us);
+      check(cudaStreamQuery(stream) == cudaErrorNotReady, "rank 0's stream did not wait for rank 1");
+      enqueued = 1;
+    }
+    // Rank 1 calls only after rank 0's call has returned (this host all-reduce needs it).
+    comm.allReduce(&enqueued, &enqueued, 1, DataType::kUint32, ReduceOp::kMax);
+    if (comm.rank() == 1) {
+      cuda->allReduce(buf.get(), buf.get(), count, DataType::kFloat32, ReduceOp::kSum, stream);
+    }
+    cudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    cuda->synchronize();
+    cudaGetLastError();
+    cudaStreamDestroy(stream);
+  }, spawnOptions());
+}
+
 TEST_F(CudaIpcAllReduce, OptOutKeepsTheStagedPath) {
   spawn(2, [](Communicator& comm) {
     ::setenv("GYRE_CUDA_IPC", "0", 1);
