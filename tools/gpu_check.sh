@@ -20,8 +20,9 @@
 #   test_allreduce cuda_allreduce_test: 1-4 ranks sharing GPU 0, both stream releases
 #   test_ipc       cuda_ipc_test: CUDA IPC memory, interprocess events and stream memory
 #                  operations between processes, the IPC error cases
-#   test_ipc_allreduce cuda_ipc_allreduce_test: the device all-reduce through CUDA IPC,
-#                  2-4 ranks on GPU 0, every dtype/op vs the host all-reduce, peer loss
+#   test_ipc_allreduce cuda_ipc_allreduce_test: the device collectives through CUDA IPC
+#                  (all-reduce, all-gather, reduce-scatter, broadcast), 2-4 ranks on
+#                  GPU 0, every dtype/op vs the host collectives, peer loss, abort
 #   bench_reduce   float32/bfloat16 sum at 256 MiB vs cudaMemcpy D2D (2 reads + 1 write)
 #   bench_device   gyrerun -n 4 cuda_allreduce_bench 64 MiB: host vs device buffers
 #                  staged through the host (GYRE_CUDA_IPC=0), slices 1M/4M/16M, enqueue
@@ -65,7 +66,7 @@ if [ "${1:-}" = "--prepare" ]; then
   echo "packed $(du -sh "$PACK" | cut -f1) into $PACK (sources $(cat "$PACK/SOURCES")); carry build-gpu/pack"
   exit 0
 fi
-if [ $# -gt 0 ]; then sed -n '3,40p' "$0"; exit 2; fi
+if [ $# -gt 0 ]; then sed -n '3,41p' "$0"; exit 2; fi
 
 OUTDIR=${OUT:-/tmp/gyre-gpu-check}
 mkdir -p "$OUTDIR"
