@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <initializer_list>
 #include <cstdlib>
 #include <limits>
 #include <mutex>
@@ -25,6 +26,8 @@
 #include "base/log.h"
 #include "cuda_kernels/device_reduce.h"
 #include "ring/communicator.h"
+#include "cuda/ipc_collectives.h"
+#include "cuda/ipc_peers.h"
 #include "cuda/stream_release.h"
 #include "store/tcp_store.h"
 
@@ -66,8 +69,9 @@ class CudaCommunicator::Impl {
       throw;
     }
     worker_ = std::thread([this] { workerMain(); });
-    log(LogLevel::kInfo, rank_, "cuda communicator on device {}: {} x {} bytes of staging, {}",
-        device_, slots_.size(), options_.sliceBytes,
+    log(LogLevel::kInfo, rank_, "cuda communicator on device {}: {}, {} x {} bytes of host staging, {}",
+        device_, ipc_ ? "all-reduce on the device through CUDA IPC" : "all-reduce staged through the host",
+        slots_.size(), options_.sliceBytes,
         usesMemOps() ? "stream memory operations" : "host-function release");
   }
 
@@ -78,10 +82,12 @@ class CudaCommunicator::Impl {
     }
     workCv_.notify_all();
     if (worker_.joinable()) worker_.join();
+    ipc_.reset();  // collective: the ranks meet before freeing what the others map
     destroyResources();
   }
 
   bool usesMemOps() const { return release_->usesMemOps(); }
+  bool usesIpc() const { return ipc_ != nullptr; }
 
   void setUp() {
     device_ = options_.device;
@@ -98,6 +104,34 @@ class CudaCommunicator::Impl {
     ring_.resize(options_.maxPending);
     for (cudaEvent_t& e : ready_) check(cudaEventCreateWithFlags(&e, eventFlags), "cudaEventCreate");
     release_ = std::make_unique<StreamRelease>(copyStream_, options_.streamMemOps, rank_);
+    if (size_ > 1) setUpIpc();
+  }
+
+  // Every rank takes the same decision (IpcPeers::open is collective); one line says which.
+  void setUpIpc() {
+    std::string notWanted;
+    const char* env = std::getenv("GYRE_CUDA_IPC");
+    if (env != nullptr && std::string(env) == "0") {
+      notWanted = "GYRE_CUDA_IPC=0";
+    } else if (!options_.ipc) {
+      notWanted = "CudaOptions::ipc is false";
+    }
+    const size_t slot = std::max<size_t>(4096, (options_.ipcSlotBytes + 4095) / 4096 * 4096);
+    std::string why;
+    ipc_ = IpcPeers::open(*host_, device_, slot,
+                          IpcPeers::MemOps{release_->waitValueFn(), release_->writeValueFn()},
+                          notWanted,
+                          [this](ErrorCode code, const std::string& message) {
+                            recordIpcFailure(code, message);
+                          },
+                          &why);
+    if (!ipc_) {
+      // A warning unless asked for: the device path was expected on one host.
+      const bool optedOut = why.find("GYRE_CUDA_IPC=0") != std::string::npos ||
+                            why.find("CudaOptions::ipc is false") != std::string::npos;
+      log(rank_ == 0 && !optedOut ? LogLevel::kWarn : LogLevel::kInfo, rank_,
+          "device all-reduce through CUDA IPC not used ({}): staged through host memory", why);
+    }
   }
 
   // Errors are ignored here: nothing can be done about them while tearing down.
@@ -126,12 +160,19 @@ class CudaCommunicator::Impl {
     validate(sendbuf, recvbuf, count, dtype, op, seq);
     throwIfFailed(callText(count, dtype, op, seq));
     if (count == 0) return;
-    checkPointer(sendbuf, "sendbuf", count, dtype, op, seq);
-    checkPointer(recvbuf, "recvbuf", count, dtype, op, seq);
+    checkPointer(sendbuf, "sendbuf", callText(count, dtype, op, seq));
+    checkPointer(recvbuf, "recvbuf", callText(count, dtype, op, seq));
     if (size_ == 1) {
       // As the host's single-rank path: avg scales by 1/1 (which quiets NaN), else a copy.
       deviceScaleCopy(recvbuf, nullptr, sendbuf, count, dtype, op == ReduceOp::kAvg ? 1 : 0,
                       stream);
+      return;
+    }
+    if (ipc_) {
+      const std::string what = callText(count, dtype, op, seq);
+      enqueueIpc(what, seq, [&] {
+        ipcAllReduce(*ipc_, sendbuf, recvbuf, count, dtype, op, stream, what);
+      });
       return;
     }
     size_t index;
@@ -158,7 +199,74 @@ class CudaCommunicator::Impl {
     workCv_.notify_one();
   }
 
+  // ---- The other collectives: the device path through CUDA IPC only ---------------------
+
+  void allGather(const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
+                 cudaStream_t stream) {
+    const uint32_t seq = enqueued_ + 1;
+    const std::string what = fmt::format("device allgather #{} ({}, count {})", seq,
+                                         dtypeName(dtype), count);
+    validateOther(what, dtype, count, size_, {sendbuf, recvbuf});
+    if (count == 0) return;
+    checkPointer(sendbuf, "sendbuf", what);
+    checkPointer(recvbuf, "recvbuf", what);
+    const size_t bytes = count * dtypeSize(dtype);
+    if (size_ == 1) {
+      if (sendbuf != recvbuf) {
+        checkCall(cudaMemcpyAsync(recvbuf, sendbuf, bytes, cudaMemcpyDefault, stream),
+                  "cudaMemcpyAsync", what);
+      }
+      return;
+    }
+    requireIpc(what);
+    enqueueIpc(what, seq, [&] { ipcAllGather(*ipc_, sendbuf, recvbuf, count, dtype, stream, what); });
+  }
+
+  void reduceScatter(const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
+                     ReduceOp op, cudaStream_t stream) {
+    const uint32_t seq = enqueued_ + 1;
+    const std::string what = fmt::format("device reducescatter #{} ({} {}, count {})", seq,
+                                         dtypeName(dtype), isValid(op) ? opName(op) : "?", count);
+    if (!isValid(op)) {
+      fail(ErrorCode::kInvalidArgument, "rank {}: {}: invalid op {}", rank_, what, static_cast<int>(op));
+    }
+    validateOther(what, dtype, count, size_, {sendbuf, recvbuf});
+    if (count == 0) return;
+    checkPointer(sendbuf, "sendbuf", what);
+    checkPointer(recvbuf, "recvbuf", what);
+    if (size_ == 1) {
+      deviceScaleCopy(recvbuf, nullptr, sendbuf, count, dtype, op == ReduceOp::kAvg ? 1 : 0, stream);
+      return;
+    }
+    requireIpc(what);
+    enqueueIpc(what, seq, [&] {
+      ipcReduceScatter(*ipc_, sendbuf, recvbuf, count, dtype, op, stream, what);
+    });
+  }
+
+  void broadcast(void* buffer, size_t count, DataType dtype, int root, cudaStream_t stream) {
+    const uint32_t seq = enqueued_ + 1;
+    const std::string what = fmt::format("device broadcast #{} ({}, count {}, root {})", seq,
+                                         dtypeName(dtype), count, root);
+    if (root < 0 || root >= size_) {
+      fail(ErrorCode::kInvalidArgument, "rank {}: {}: root {} is not a rank of {}", rank_, what,
+           root, size_);
+    }
+    validateOther(what, dtype, count, 1, {buffer});
+    if (count == 0 || size_ == 1) return;
+    checkPointer(buffer, "buffer", what);
+    requireIpc(what);
+    enqueueIpc(what, seq, [&] { ipcBroadcast(*ipc_, buffer, count, dtype, root, stream, what); });
+  }
+
   void synchronize() {
+    if (ipc_) {
+      const char* call = "";
+      const int err = ipc_->synchronize(&call);
+      if (err != 0) checkCall(static_cast<cudaError_t>(err), call, "synchronize");
+      throwIfFailed("synchronize");
+      return;
+    }
     release_->waitReleased(enqueued_);
     check(cudaStreamSynchronize(copyStream_), "cudaStreamSynchronize");
     throwIfFailed("synchronize");
@@ -166,7 +274,52 @@ class CudaCommunicator::Impl {
 
   void abort() {
     failed_.store(true);
+    if (ipc_) ipc_->abort();
     host_->abort();
+  }
+
+  // From IpcPeers' monitor: names the last collective enqueued, which the streams were
+  // running or about to run.
+  void recordIpcFailure(ErrorCode code, std::string message) {
+    const std::string self = fmt::format("rank {}: ", rank_);
+    if (message.rfind(self, 0) == 0) message.erase(0, self.size());
+    std::string last;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      last = lastIpcCall_;
+    }
+    recordFailure(code, last.empty() ? self + message
+                                     : fmt::format("{}{} failed: {}", self, last, message));
+  }
+
+  // Enqueues one device collective through CUDA IPC; a failure half-way fails the
+  // communicator (the peers' streams would wait for the rest).
+  template <typename Run>
+  void enqueueIpc(const std::string& what, uint32_t seq, Run run) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      enqueued_ = seq;  // numbers the calls only: the worker never sees them
+      lastIpcCall_ = what;
+    }
+    try {
+      run();
+    } catch (const Error& e) {
+      recordFailure(e.code(), e.what());
+      abort();
+      throw;
+    }
+  }
+
+  // An asynchronous failure of the IPC path (a peer lost, an abort anywhere).
+  void recordFailure(ErrorCode code, const std::string& message) {
+    log(LogLevel::kError, rank_, "{}", message);
+    failed_.store(true);
+    host_->abort();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (firstError_.empty()) {
+      firstError_ = message;
+      firstCode_ = code;
+    }
   }
 
   // ---- The worker -------------------------------------------------------------------------
@@ -256,21 +409,46 @@ class CudaCommunicator::Impl {
     }
   }
 
+  void validateOther(const std::string& what, DataType dtype, size_t count, int blocks,
+                     std::initializer_list<const void*> buffers) {
+    if (!isValid(dtype)) {
+      fail(ErrorCode::kInvalidArgument, "rank {}: {}: invalid dtype {}", rank_, what,
+           static_cast<int>(dtype));
+    }
+    for (const void* p : buffers) {
+      if (count > 0 && p == nullptr) {
+        fail(ErrorCode::kInvalidArgument, "rank {}: {}: null buffer", rank_, what);
+      }
+    }
+    if (count > (std::numeric_limits<size_t>::max() / 2) / dtypeSize(dtype) / static_cast<size_t>(blocks)) {
+      fail(ErrorCode::kInvalidArgument, "rank {}: {}: count is too large", rank_, what);
+    }
+    throwIfFailed(what);
+  }
+
+  void requireIpc(const std::string& what) const {
+    if (ipc_) return;
+    fail(ErrorCode::kInvalidArgument,
+         "rank {}: {}: on device buffers only the device path through CUDA IPC has this "
+         "collective, and this communicator stages through the host (ranks on several hosts, "
+         "GYRE_CUDA_IPC=0, or no stream memory operations: its log says which); use "
+         "Communicator's on host buffers", rank_, what);
+  }
+
   // A host pointer that CUDA does not know would make the copies fail later, on the
   // worker; say so now, in the caller's thread.
-  void checkPointer(const void* p, const char* name, size_t count, DataType dtype, ReduceOp op,
-                    uint32_t seq) const {
+  void checkPointer(const void* p, const char* name, const std::string& what) const {
     cudaPointerAttributes attr{};
     const cudaError_t err = cudaPointerGetAttributes(&attr, p);
     if (err != cudaSuccess) cudaGetLastError();
     if (err != cudaSuccess || attr.type == cudaMemoryTypeUnregistered) {
       fail(ErrorCode::kInvalidArgument, "rank {}: {}: {} {} is not memory CUDA knows (a plain host "
-           "pointer? use Communicator for host buffers)", rank_, callText(count, dtype, op, seq),
+           "pointer? use Communicator for host buffers)", rank_, what,
            name, p);
     }
     if (attr.type == cudaMemoryTypeDevice && attr.device != device_) {
       fail(ErrorCode::kInvalidArgument, "rank {}: {}: {} is on device {}, the communicator's is {}",
-           rank_, callText(count, dtype, op, seq), name, attr.device, device_);
+           rank_, what, name, attr.device, device_);
     }
   }
 
@@ -335,6 +513,7 @@ class CudaCommunicator::Impl {
   std::vector<Slot> slots_;
   std::vector<cudaEvent_t> ready_;  // per ring entry: the caller's stream reached the call
   std::unique_ptr<StreamRelease> release_;
+  std::unique_ptr<IpcPeers> ipc_;  // null: all-reduce staged through the host
 
   std::mutex mu_;  // guards what follows, and firstError_
   std::condition_variable workCv_, spaceCv_;
@@ -344,6 +523,7 @@ class CudaCommunicator::Impl {
   bool stop_ = false;
   std::atomic<bool> failed_{false};
   std::string firstError_;
+  std::string lastIpcCall_;  // what the IPC path enqueued last, for its failures
   ErrorCode firstCode_ = ErrorCode::kInternal;
   std::thread worker_;
 };
@@ -384,10 +564,26 @@ int CudaCommunicator::rank() const { return impl_->rank_; }
 int CudaCommunicator::size() const { return impl_->size_; }
 int CudaCommunicator::device() const { return impl_->device_; }
 bool CudaCommunicator::usesStreamMemOps() const { return impl_->usesMemOps(); }
+bool CudaCommunicator::usesDeviceIpc() const { return impl_->usesIpc(); }
 
 void CudaCommunicator::allReduce(const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
                                  ReduceOp op, CUstream_st* stream) {
   impl_->allReduce(sendbuf, recvbuf, count, dtype, op, stream);
+}
+
+void CudaCommunicator::allGather(const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
+                                 CUstream_st* stream) {
+  impl_->allGather(sendbuf, recvbuf, count, dtype, stream);
+}
+
+void CudaCommunicator::reduceScatter(const void* sendbuf, void* recvbuf, size_t count,
+                                     DataType dtype, ReduceOp op, CUstream_st* stream) {
+  impl_->reduceScatter(sendbuf, recvbuf, count, dtype, op, stream);
+}
+
+void CudaCommunicator::broadcast(void* buffer, size_t count, DataType dtype, int root,
+                                 CUstream_st* stream) {
+  impl_->broadcast(buffer, count, dtype, root, stream);
 }
 
 void CudaCommunicator::synchronize() { impl_->synchronize(); }

@@ -1,46 +1,57 @@
 // gyre::CudaCommunicator: collectives on device (GPU) buffers, enqueued on a CUDA stream
 // as NCCL's are: the call returns at once, the stream waits for the result.
 //
-// What it is: a host Communicator that it owns alone, one worker thread of its own, a
-// few pinned host slots and a copy stream. allReduce(..., stream) records an event on
-// `stream`, makes `stream` wait for a release (on the GPU: cuStreamWaitValue32 on a
-// device flag; where stream memory operations are missing, a host function that blocks
-// until the worker releases it), hands the call to the worker and returns: a few
-// microseconds, no blocking wait. The worker, after the event, copies the input device
-// to host slice by slice into the pinned slots, runs the host ring all-reduce on each
-// slice as soon as it has landed, copies each result back while the next slice is
-// reduced, and at the end writes the flag from its copy stream (after the last copy), so
-// `stream` goes on with the result in place. Only the worker thread ever blocks on CUDA.
-// So the reduction runs on the CPU and every byte crosses the host link twice: gyre's
-// schedules never run on device memory (docs/DESIGN.md, "GPU buffers"); only a one-rank
-// communicator uses the device kernels (a copy, or avg's scaling, on `stream`).
-// Why staged: it moves each rank's buffer across the host link once each way, the least
-// any reduction on the host can (docs/gpu.md).
+// What it is: a host Communicator that it owns alone, and one of two paths, chosen at
+// creation, the same on every rank (docs/gpu.md, "How the path is chosen"):
+// - On the device, through CUDA IPC, when every rank is on one host (and GYRE_CUDA_IPC is
+//   not 0, and stream memory operations work): cuda/ipc_peers.h maps the ranks' staging
+//   regions into each other, and cuda/ipc_collectives.h enqueues each collective on
+//   `stream` itself (copies, the reduction kernels, and flag writes and waits between the
+//   processes' streams). The call only enqueues; no host thread waits for the device.
+//   All-reduce, all-gather, reduce-scatter and broadcast.
+// - Staged through the host otherwise: a worker thread of its own, a few pinned host
+//   slots and a copy stream. allReduce(..., stream) records an event on `stream`, makes
+//   `stream` wait for a release (on the GPU: cuStreamWaitValue32 on a device flag; where
+//   stream memory operations are missing, a host function that blocks until the worker
+//   releases it), hands the call to the worker and returns. The worker, after the event,
+//   copies the input device to host slice by slice into the pinned slots, runs the host
+//   ring all-reduce on each slice as soon as it has landed, copies each result back while
+//   the next slice is reduced, and at the end writes the flag from its copy stream, so
+//   `stream` goes on with the result in place. The reduction runs on the CPU and every
+//   byte crosses the host link twice, the least any reduction on the host can move.
+//   All-reduce only: the other collectives throw.
+// A one-rank communicator runs its collectives as copies (or avg's scaling) on `stream`.
 //
 // Contract:
 // - Creation is collective: every rank creates it, in the same order as its other
 //   communicators. It uses the device current in the creating thread, or
 //   CudaOptions::device. Several ranks (processes) may share one GPU.
-// - Collectives are called in the same order on every rank, from one thread at a time.
-//   `stream` must belong to the communicator's device (nullptr: the legacy default
-//   stream). Buffers are device memory of that device (or managed, or pinned host
-//   memory); sendbuf must not change, and recvbuf must not be read, until `stream` has
-//   passed the call. In place when sendbuf == recvbuf.
-// - Results: identical bits on every rank, and the host allReduce's bits for each slice;
-//   floating-point sums of a whole buffer may differ from a host allReduce of the same
-//   buffer in the last bits, because each slice is its own ring (NCCL's results depend
-//   on its chunking too). Exactly representable results are always equal.
+// - Collectives are called in the same order on every rank, from one thread at a time;
+//   on the device path they also run in call order whatever their streams. `stream`
+//   must belong to the communicator's device (nullptr: the legacy default stream).
+//   Buffers are device memory of that device (or managed, or pinned host memory);
+//   sendbuf must not change, and recvbuf must not be read, until `stream` has passed the
+//   call. In place when sendbuf == recvbuf (all-reduce; the others say theirs).
+// - Results: identical bits on every rank. Staged: the host allReduce's bits for each
+//   slice. On the device: each element reduced in rank order by one rank. Floating-point
+//   sums may therefore differ from a host allReduce of the whole buffer in the last bits
+//   (NCCL's results depend on its chunking too); exactly representable results are
+//   always equal.
 // - Errors: a wrong argument throws gyre::Error(kInvalidArgument) from the call, naming
-//   the rank and the collective. A failure in the worker (a peer lost, a timeout, a
-//   CUDA error) happens after the call returned: the worker aborts the communicator,
-//   still releases every waiting stream (whose recvbuf then holds unspecified data), and
-//   the next allReduce() or synchronize() throws it, naming the rank and the collective.
-// - synchronize() blocks the calling thread until the worker has done and released every
-//   collective enqueued so far (the caller's streams may still hold work before or after
-//   them: synchronise those to read results); it throws the first asynchronous error.
+//   the rank and the collective. A failure after the call returned (a peer lost, an
+//   abort on any rank of the device path, a timeout, a CUDA error) aborts the
+//   communicator, still releases every waiting stream (whose recvbuf then holds
+//   unspecified data), and the next call or synchronize() throws it, naming the rank and
+//   the collective. On the device path a peer that lives but never makes the call is
+//   waited for, until abort().
+// - synchronize() blocks the calling thread until every collective enqueued so far is
+//   done (the caller's streams may still hold work before or after them: synchronise
+//   those to read results); it throws the first asynchronous error.
 // - Destruction finishes the queued collectives, then waits until the device is idle
-//   (a stream may still be about to read the flag it frees).
-// - Threads: allReduce and synchronize from one thread at a time; abort() from any.
+//   (a stream may still be about to read the flag it frees). On the device path it is
+//   collective: the ranks meet over the host communicator before freeing the memory the
+//   others map (bounded by the host communicator's timeout when a peer is gone).
+// - Threads: the collectives and synchronize from one thread at a time; abort() from any.
 #pragma once
 
 #include <cstddef>
@@ -67,6 +78,11 @@ struct CudaOptions {
   bool streamMemOps = true;  // false: always the host-function release (for tests)
   size_t maxPending = 64;    // enqueued collectives the worker has not started; beyond
                              // that, allReduce waits for the worker (as NCCL's FIFO)
+  // All-reduce on the device through CUDA IPC when every rank is on one host (and
+  // GYRE_CUDA_IPC is not 0): each rank's staging region holds two slots of ipcSlotBytes
+  // (rounded up to 4 KiB); larger buffers go through them round by round (docs/gpu.md).
+  bool ipc = true;
+  size_t ipcSlotBytes = size_t{4} << 20;
 };
 
 class CudaCommunicator {
@@ -94,11 +110,29 @@ class CudaCommunicator {
   int device() const;
   // True when streams wait on the GPU (cuStreamWaitValue32), false with the fallback.
   bool usesStreamMemOps() const;
+  // True when allReduce runs on the device between the ranks through CUDA IPC; false
+  // when it is staged through host memory (the reason is in the log).
+  bool usesDeviceIpc() const;
 
   // recvbuf[i] = op over ranks of sendbuf[i], for i < count, when `stream` reaches this
   // point. Enqueues only. count may be 0 (nothing is enqueued).
   void allReduce(const void* sendbuf, void* recvbuf, size_t count, DataType dtype, ReduceOp op,
                  CUstream_st* stream);
+
+  // The other collectives, as Communicator's on host buffers, enqueued on `stream` in the
+  // same call order as allReduce. Between ranks they run only on the device path through
+  // CUDA IPC (usesDeviceIpc()); on a communicator that stages through the host they throw
+  // gyre::Error(kInvalidArgument) saying so. With one rank they are copies on `stream`.
+  // recvbuf (size * count elements) gets rank r's sendbuf at offset r * count; in place
+  // when sendbuf == recvbuf + rank * count elements.
+  void allGather(const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
+                 CUstream_st* stream);
+  // recvbuf (count) = op over ranks of sendbuf[rank * count + i] (sendbuf holds size *
+  // count); in place when recvbuf == sendbuf + rank * count elements.
+  void reduceScatter(const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
+                     ReduceOp op, CUstream_st* stream);
+  // buffer (count elements) on every rank becomes root's.
+  void broadcast(void* buffer, size_t count, DataType dtype, int root, CUstream_st* stream);
 
   void synchronize();
 

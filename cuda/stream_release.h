@@ -36,6 +36,9 @@ class StreamRelease {
   StreamRelease& operator=(const StreamRelease&) = delete;
 
   bool usesMemOps() const { return waitValue_ != nullptr; }
+  // The driver's cuStreamWaitValue32 / cuStreamWriteValue32 when usesMemOps(), else null.
+  void* waitValueFn() const { return waitValue_; }
+  void* writeValueFn() const { return writeValue_; }
   // Returns the CUDA error code (0 = success) and the call that failed in `call`.
   int holdUntil(CUstream_st* stream, uint32_t seq, const char** call);
   void release(uint32_t seq);

@@ -18,11 +18,20 @@
 #   binaries       the pack (checked against the sources' digest) or a build there
 #   test_kernels   cuda_reduce_test: every dtype/op vs the host reduction, bitwise
 #   test_allreduce cuda_allreduce_test: 1-4 ranks sharing GPU 0, both stream releases
+#   test_ipc       cuda_ipc_test: CUDA IPC memory, interprocess events and stream memory
+#                  operations between processes, the IPC error cases
+#   test_ipc_allreduce cuda_ipc_allreduce_test: the device collectives through CUDA IPC
+#                  (all-reduce, all-gather, reduce-scatter, broadcast), 2-4 ranks on
+#                  GPU 0, every dtype/op vs the host collectives, peer loss, abort
 #   bench_reduce   float32/bfloat16 sum at 256 MiB vs cudaMemcpy D2D (2 reads + 1 write)
-#   bench_device   gyrerun -n 4 cuda_allreduce_bench 64 MiB: host vs device buffers,
-#                  slices 1M/4M/16M, enqueue host time
+#   bench_device   gyrerun -n 4 cuda_allreduce_bench 64 MiB: host vs device buffers
+#                  staged through the host (GYRE_CUDA_IPC=0), slices 1M/4M/16M, enqueue
+#                  host time
+#   bench_ipc2, bench_ipc4  the same 64 MiB with the device all-reduce through CUDA IPC,
+#                  2 and 4 ranks sharing GPU 0 (and 1 MiB, 4 ranks: bench_ipc4_1M)
 #   torch_gloo     torch.distributed gloo on CUDA tensors, 4 ranks on cuda:0
-#   torch_nccl     the same with NCCL (expected to refuse several ranks on one GPU)
+#   torch_nccl     the same with NCCL (expected to refuse several ranks on one GPU), and
+#                  torch_nccl2 with 2 ranks, beside bench_ipc2 (NCCL's version in env)
 #   gyre_host      gyrerun -n 4 gyre-bench -b 1M -e 64M -f 4 (host buffers: cross-check,
 #                  and the cost of slicing to the host ring)
 #   device_hostfn  the device all-reduce with the host-function release (fallback path)
@@ -33,7 +42,7 @@
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PACK=$ROOT/build-gpu/pack
-TARGETS="cuda_reduce_test cuda_allreduce_test cuda_reduce_bench cuda_allreduce_bench gyre-bench gyrerun gyre-store"
+TARGETS="cuda_reduce_test cuda_allreduce_test cuda_ipc_test cuda_ipc_allreduce_test cuda_reduce_bench cuda_allreduce_bench gyre-bench gyrerun gyre-store"
 CMAKE_FLAGS=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DGYRE_WITH_VERBS=OFF)
 
 source_digest() {
@@ -57,7 +66,7 @@ if [ "${1:-}" = "--prepare" ]; then
   echo "packed $(du -sh "$PACK" | cut -f1) into $PACK (sources $(cat "$PACK/SOURCES")); carry build-gpu/pack"
   exit 0
 fi
-if [ $# -gt 0 ]; then sed -n '3,31p' "$0"; exit 2; fi
+if [ $# -gt 0 ]; then sed -n '3,41p' "$0"; exit 2; fi
 
 OUTDIR=${OUT:-/tmp/gyre-gpu-check}
 mkdir -p "$OUTDIR"
@@ -122,7 +131,7 @@ result() { grep -ohE "(^| )$1=[^ ]*" "$WORK/results" 2>/dev/null | head -n 1 | s
 env_info() {
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader
   (nvcc --version 2>/dev/null || /usr/local/cuda/bin/nvcc --version) | tail -n 1
-  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())'
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available(), "nccl", ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else "-")'
   echo "cpus $(nproc); $(grep -m1 PRETTY_NAME /etc/os-release 2>/dev/null); kernel $(uname -r)"
 }
 
@@ -153,14 +162,28 @@ export LD_LIBRARY_PATH=$PACK/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 if [ -n "$BIN" ]; then
   step test_kernels 150 "$BIN/cuda_reduce_test" --gtest_color=no
   step test_allreduce 200 "$BIN/cuda_allreduce_test" --gtest_color=no
+  step test_ipc 60 "$BIN/cuda_ipc_test" --gtest_color=no
+  step test_ipc_allreduce 150 "$BIN/cuda_ipc_allreduce_test" --gtest_color=no
   step bench_reduce 60 "$BIN/cuda_reduce_bench" --bytes 256M --iters 20 --warmup 3
-  step bench_device 120 "$BIN/gyrerun" -n 4 "$BIN/cuda_allreduce_bench" --bytes 64M --iters 20 \
-    --warmup 5 --slices 1M,4M,16M --slots 4
+  step bench_device 120 env GYRE_CUDA_IPC=0 "$BIN/gyrerun" -n 4 "$BIN/cuda_allreduce_bench" \
+    --bytes 64M --iters 20 --warmup 5 --slices 1M,4M,16M --slots 4
+  # The device all-reduce through CUDA IPC (the default on one host); its figures under
+  # keys of their own, beside the staged path's above.
+  for spec in "2 64M ipc2" "4 64M ipc4" "4 1M ipc4_1M"; do
+    read -r nr size key <<<"$spec"
+    step "bench_$key" 60 "$BIN/gyrerun" -n "$nr" "$BIN/cuda_allreduce_bench" --bytes "$size" \
+      --iters 20 --warmup 5 --slices 4M --host 1
+    sed -n "s/^RESULT host_busbw=\([^ ]*\) device_busbw=\([^ ]*\).*enqueue_median_us=\([^ ]*\).*/${key}_host_busbw=\1 ${key}_busbw=\2 ${key}_enqueue_us=\3/p" \
+      "$WORK/bench_$key.out" 2>/dev/null >>"$WORK/results"
+  done
 else
   STEPS+=("tests and gyre benchmarks|skipped|0|no binaries: see the binaries step")
 fi
 step torch_gloo 120 python3 "$ROOT/bench/torch_allreduce_bench.py" --backend gloo --nranks 4 --bytes 64M --iters 20
 step torch_nccl 90 env NCCL_DEBUG=WARN python3 "$ROOT/bench/torch_allreduce_bench.py" --backend nccl --nranks 4 --bytes 64M --iters 20 --timeout 30
+step torch_nccl2 60 env NCCL_DEBUG=WARN python3 "$ROOT/bench/torch_allreduce_bench.py" --backend nccl --nranks 2 --bytes 64M --iters 20 --timeout 30
+sed -n 's/^RESULT torch_nccl_busbw=\([^ ]*\).*/torch_nccl2_busbw=\1/p; s/^RESULT torch_nccl_error=\(.*\)/torch_nccl2_error=\1/p' \
+  "$WORK/torch_nccl2.out" 2>/dev/null >>"$WORK/results"
 if [ -n "$BIN" ]; then
   # Cross-checks, last: gyre-bench's own host figure, and the fallback release's speed.
   # The host curve from 1M to 64M shows what slicing costs the host ring (each slice of
@@ -204,6 +227,9 @@ verdict() {  # value op target -> PASS/MISS/n/a
   nccl=$(result torch_nccl_busbw)
   nccl_err=$(sed -n 's/.*torch_nccl_error="\([^"]*\)".*/\1/p' "$WORK/results" 2>/dev/null | tail -n 1)
   printf '%-44s %s\n' "torch nccl, 4 ranks on one GPU (report)" "${nccl:+busbw $nccl GB/s}${nccl_err:+refused/failed: ${nccl_err:0:90}}"
+  printf '%-44s %s\n' "device IPC all-reduce busbw (report)" "2 ranks 64M: $(result ipc2_busbw) GB/s (host $(result ipc2_host_busbw)); 4 ranks 64M: $(result ipc4_busbw) (host $(result ipc4_host_busbw), staged ${dev:-?}); 4 ranks 1M: $(result ipc4_1M_busbw); enqueue $(result ipc4_enqueue_us) us"
+  nccl2=$(result torch_nccl2_busbw); nccl2_err=$(result torch_nccl2_error)
+  printf '%-44s %s\n' "torch nccl, 2 ranks on one GPU, beside ipc2" "${nccl2:+busbw $nccl2 GB/s vs gyre IPC $(result ipc2_busbw)}${nccl2_err:+refused/failed: ${nccl2_err:0:90}}"
   printf '%-44s %s\n' "other figures" "gyre-bench host busbw 1M/4M/16M/64M: $(result gyre_bench_host_1M_busbw)/$(result gyre_bench_host_4M_busbw)/$(result gyre_bench_host_16M_busbw)/$(result gyre_bench_host_64M_busbw); device slices 1M/4M/16M: $(result device_slice_1M_busbw)/$(result device_slice_4M_busbw)/$(result device_slice_16M_busbw), host-function release $(result hostfn_busbw) GB/s, memops $(result memops)"
 } | tee "$SUMMARY" | tee -a "$LOG"
 rm -rf "$WORK"

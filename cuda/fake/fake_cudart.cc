@@ -26,16 +26,39 @@
 // - Every wait is bounded: one that lasts GYRE_FAKE_CUDA_WAIT_S seconds (default 60)
 //   prints what it waited for and aborts, so a stream that is never released fails its
 //   test instead of hanging it.
+// - CUDA IPC between processes: every device allocation is a shared mapping of its own
+//   memfd, and cudaIpcGetMemHandle writes (pid, fd, allocation serial, size) into the
+//   handle's 64 bytes; cudaIpcOpenMemHandle in another process maps the same bytes through
+//   /proc/<pid>/fd/<fd> (nothing is named in /dev/shm, so nothing outlives the processes),
+//   with CUDA's errors: a handle that is not one, cudaErrorInvalidValue; the exporting
+//   process, or its allocation, gone, cudaErrorMapBufferObjectFailed; the exporting
+//   process itself, cudaErrorDeviceUninitialized ("invalid device context"); a second
+//   open of one handle returns the same pointer and counts (cudaIpcCloseMemHandle unmaps
+//   at zero). Interprocess events (cudaEventInterprocess | cudaEventDisableTiming) keep
+//   "recorded" and "completed" counters in a shared mapping of their own, so that
+//   cudaStreamWaitEvent, cudaEventSynchronize and cudaEventQuery in one process see a
+//   cudaEventRecord of another (the last record before the wait, as CUDA's). Stream
+//   memory operations on shared words wake waiters in any process (futex).
+//   GYRE_FAKE_CUDA_IPC_OPEN_FAILS=1 makes cudaIpcOpenMemHandle fail in that process
+//   (cudaErrorMapBufferObjectFailed), for the tests of what happens when it does.
 // What it does not model: time, the real concurrency of copy engines and SMs (a kernel's
 // threads run one after another), code generation, several devices, hardware queues
-// (CUDA_DEVICE_MAX_CONNECTIONS), IPC handles (the calls fail with cudaErrorNotSupported).
+// (CUDA_DEVICE_MAX_CONNECTIONS), peer access between devices.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <fcntl.h>
+#include <linux/futex.h>
 #include <pthread.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <climits>
 #include <condition_variable>
 #include <cstdarg>
 #include <cstdint>
@@ -65,9 +88,19 @@ struct CUstream_st {
   std::thread thread;
 };
 
+// An interprocess event's state, in a shared mapping of its own (a memfd page).
+struct FakeIpcEventState {
+  char magic[8];
+  std::atomic<uint32_t> recorded;   // cudaEventRecord calls, in any process
+  std::atomic<uint32_t> completed;  // the highest record its stream has passed (futex word)
+};
+
 struct CUevent_st {
   std::shared_ptr<CUstream_st> stream;  // null until recorded
   uint64_t target = 0;                  // done when stream->completed >= target
+  FakeIpcEventState* ipc = nullptr;     // interprocess events: the shared state
+  int fd = -1;                          // the exporter's memfd (-1 when imported)
+  uint64_t serial = 0;
 };
 
 namespace {
@@ -82,7 +115,14 @@ constexpr unsigned char kFreshByte = 0xd5;
 
 struct Allocation {
   size_t size;
-  bool device;  // else pinned host memory
+  bool device;        // else pinned host memory
+  int fd = -1;        // device memory: the memfd behind the shared mapping (-1: imported)
+  uint64_t serial = 0;
+  size_t mapped = 0;  // device memory: the mapping's length
+  // Imported through cudaIpcOpenMemHandle: the exporter and its serial, and the count of
+  // opens not yet closed.
+  pid_t owner = 0;
+  int opens = 0;
 };
 
 struct Runtime {
@@ -92,6 +132,7 @@ struct Runtime {
   StreamPtr legacy;  // created at first use
   std::map<CUevent_st*, std::unique_ptr<CUevent_st>> events;
   std::map<uintptr_t, Allocation> allocations;  // by base address
+  uint64_t serial = 0;                           // allocations and IPC events made
 };
 
 std::atomic<bool> forkedChild{false};
@@ -169,6 +210,40 @@ void boundedWait(std::unique_lock<std::mutex>& lock, Done done, What what) {
     rt().progress.wait_for(lock, std::chrono::milliseconds(10));
   }
 }
+
+// Waits (no lock held) until done(`*word`), for a word that any process may change:
+// a futex wait on it, woken by wakeWord(), with the same bound as boundedWait.
+template <typename Done, typename What>
+void sharedWait(std::atomic<uint32_t>* word, Done done, What what) {
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(waitLimitSeconds()));
+  for (;;) {
+    const uint32_t seen = word->load(std::memory_order_acquire);
+    if (done(seen)) return;
+    if (Clock::now() >= deadline) {
+      std::fprintf(stderr,
+                   "fake CUDA: %s: still waiting after %.0f s (a stream that is never "
+                   "released, or a deadlock); aborting\n",
+                   std::string(what()).c_str(), waitLimitSeconds());
+      std::fflush(stderr);
+      std::abort();
+    }
+    timespec ts{0, 10 * 1000 * 1000};  // 10 ms: the deadline is checked between waits
+    ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, seen, &ts, nullptr, 0);
+  }
+}
+
+void wakeWord(std::atomic<uint32_t>* word) {
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+std::atomic<uint32_t>* asAtomic(uint32_t* word) {
+  static_assert(sizeof(std::atomic<uint32_t>) == 4 && std::atomic<uint32_t>::is_always_lock_free);
+  return reinterpret_cast<std::atomic<uint32_t>*>(word);
+}
+
+// Cyclic "a >= b", as CU_STREAM_WAIT_VALUE_GEQ compares.
+bool reached(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) >= 0; }
 
 // ---- Streams ------------------------------------------------------------------------------
 
@@ -294,15 +369,53 @@ std::string checkRange(const void* p, size_t n, Side side, const char* name) {
   return "";
 }
 
+std::string memfdName(const char* kind, pid_t pid, uint64_t serial) {
+  return format("fake-cuda-%s-%d-%llu", kind, static_cast<int>(pid),
+                static_cast<unsigned long long>(serial));
+}
+
+size_t pageRound(size_t n) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  return (n + page - 1) / page * page;
+}
+
+// A shared mapping of `bytes` backed by a fresh memfd named `name`; its fd in *fd.
+void* sharedMapping(const std::string& name, size_t bytes, int* fd) {
+  *fd = static_cast<int>(::syscall(SYS_memfd_create, name.c_str(), MFD_CLOEXEC));
+  if (*fd < 0) return nullptr;
+  void* mem = MAP_FAILED;
+  if (::ftruncate(*fd, static_cast<off_t>(bytes)) == 0) {
+    mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+  }
+  if (mem == MAP_FAILED) {
+    ::close(*fd);
+    *fd = -1;
+    return nullptr;
+  }
+  return mem;
+}
+
 cudaError_t allocate(void** p, size_t size, bool device, const char* call) {
   GYRE_FAKE_ENTRY();
   if (p == nullptr) return complain(cudaErrorInvalidValue, call, "null result pointer");
   const size_t bytes = std::max<size_t>(size, 1);
-  void* mem = ::operator new(bytes, kAlignment, std::nothrow);
+  Allocation a{bytes, device};
+  void* mem = nullptr;
+  if (device) {
+    // A memfd of its own, so that cudaIpcGetMemHandle can hand it to another process.
+    {
+      std::lock_guard<std::mutex> lock(rt().mu);
+      a.serial = ++rt().serial;
+    }
+    a.mapped = pageRound(bytes);
+    mem = sharedMapping(memfdName("mem", ::getpid(), a.serial), a.mapped, &a.fd);
+  } else {
+    mem = ::operator new(bytes, kAlignment, std::nothrow);
+  }
   if (mem == nullptr) return finish(cudaErrorMemoryAllocation);
   std::memset(mem, kFreshByte, bytes);
   std::lock_guard<std::mutex> lock(rt().mu);
-  rt().allocations[reinterpret_cast<uintptr_t>(mem)] = Allocation{bytes, device};
+  rt().allocations[reinterpret_cast<uintptr_t>(mem)] = a;
   *p = mem;
   return cudaSuccess;
 }
@@ -310,18 +423,28 @@ cudaError_t allocate(void** p, size_t size, bool device, const char* call) {
 cudaError_t release(void* p, bool device, const char* call) {
   GYRE_FAKE_ENTRY();
   if (p == nullptr) return cudaSuccess;
+  Allocation a{};
   {
     std::unique_lock<std::mutex> lock(rt().mu);
     synchronizeAll(lock, call);  // as CUDA's: the work before it may still use the memory
     const auto it = rt().allocations.find(reinterpret_cast<uintptr_t>(p));
-    if (it == rt().allocations.end() || it->second.device != device) {
+    if (it == rt().allocations.end() || it->second.device != device || it->second.opens > 0) {
       return complain(cudaErrorInvalidValue, call,
-                      format("%p is not the start of a %s allocation", p,
-                             device ? "device" : "pinned host"));
+                      format("%p is not the start of a %s allocation%s", p,
+                             device ? "device" : "pinned host",
+                             it != rt().allocations.end() && it->second.opens > 0
+                                 ? " (it was opened with cudaIpcOpenMemHandle: close it)"
+                                 : ""));
     }
+    a = it->second;
     rt().allocations.erase(it);
   }
-  ::operator delete(p, kAlignment);
+  if (device) {
+    ::munmap(p, a.mapped);
+    ::close(a.fd);
+  } else {
+    ::operator delete(p, kAlignment);
+  }
   return cudaSuccess;
 }
 
@@ -418,10 +541,10 @@ CUresult fakeStreamWaitValue32(CUstream stream, CUdeviceptr addr, cuuint32_t val
   const StreamPtr s = resolve(stream);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
   const unsigned condition = flags & 3u;
+  // The word may be written by another process (IPC-shared memory): a futex wait.
   enqueue(s, [word, value, condition] {
-    std::unique_lock<std::mutex> wait(rt().mu);
-    boundedWait(
-        wait, [&] { return waitCondition(__atomic_load_n(word, __ATOMIC_ACQUIRE), value, condition); },
+    sharedWait(
+        asAtomic(word), [&](uint32_t seen) { return waitCondition(seen, value, condition); },
         [&] { return format("cuStreamWaitValue32 on %p for %u (mode %u)", word, value, condition); });
   });
   return CUDA_SUCCESS;
@@ -436,7 +559,10 @@ CUresult fakeStreamWriteValue32(CUstream stream, CUdeviceptr addr, cuuint32_t va
   if (word == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const StreamPtr s = resolve(stream);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
-  enqueue(s, [word, value] { __atomic_store_n(word, value, __ATOMIC_RELEASE); });
+  enqueue(s, [word, value] {
+    asAtomic(word)->store(value, std::memory_order_release);
+    wakeWord(asAtomic(word));
+  });
   return CUDA_SUCCESS;
 }
 
@@ -521,6 +647,8 @@ cudaError_t cudaPeekAtLastError(void) { return lastError; }
     "CUDA driver version is insufficient for CUDA runtime version")             \
   X(cudaErrorNoDevice, "no CUDA-capable device is detected")                    \
   X(cudaErrorInvalidDevice, "invalid device ordinal")                           \
+  X(cudaErrorDeviceUninitialized, "invalid device context")                     \
+  X(cudaErrorMapBufferObjectFailed, "mapping of buffer object failed")          \
   X(cudaErrorInvalidResourceHandle, "invalid resource handle")                  \
   X(cudaErrorSymbolNotFound, "named symbol not found")                          \
   X(cudaErrorNotReady, "device not ready")                                      \
@@ -676,6 +804,18 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
     return complain(!s || e == nullptr ? cudaErrorInvalidResourceHandle : cudaErrorInvalidValue,
                     "cudaStreamWaitEvent", "unknown stream or event, or flags");
   }
+  if (e->ipc != nullptr) {
+    FakeIpcEventState* state = e->ipc;
+    const uint32_t target = state->recorded.load();  // the last record before this call
+    if (!reached(state->completed.load(), target)) {
+      enqueue(s, [state, target] {
+        sharedWait(&state->completed, [&](uint32_t seen) { return reached(seen, target); },
+                   [&] { return format("an interprocess event, record %u (cudaStreamWaitEvent)",
+                                       target); });
+      });
+    }
+    return cudaSuccess;
+  }
   if (e->stream) enqueue(s, waitForStream(e->stream, e->target, "an event (cudaStreamWaitEvent)"));
   return cudaSuccess;
 }
@@ -692,10 +832,24 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userD
 
 // ---- Events -------------------------------------------------------------------------------
 
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int /*flags*/) {
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
   GYRE_FAKE_ENTRY();
-  if (event == nullptr) return finish(cudaErrorInvalidValue);
+  const unsigned known = cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess;
+  if (event == nullptr || (flags & ~known) != 0) return finish(cudaErrorInvalidValue);
   auto e = std::make_unique<CUevent_st>();
+  if ((flags & cudaEventInterprocess) != 0) {
+    if ((flags & cudaEventDisableTiming) == 0) {
+      return complain(cudaErrorInvalidValue, "cudaEventCreateWithFlags",
+                      "cudaEventInterprocess needs cudaEventDisableTiming");
+    }
+    {
+      std::lock_guard<std::mutex> lock(rt().mu);
+      e->serial = ++rt().serial;
+    }
+    void* mem = sharedMapping(memfdName("event", ::getpid(), e->serial), pageRound(1), &e->fd);
+    if (mem == nullptr) return finish(cudaErrorMemoryAllocation);
+    e->ipc = new (mem) FakeIpcEventState{{'g', 'y', 'r', 'e', 'e', 'v', 't', 0}, {0}, {0}};
+  }
   std::lock_guard<std::mutex> lock(rt().mu);
   *event = e.get();
   rt().events.emplace(e.get(), std::move(e));
@@ -713,6 +867,19 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (e == nullptr || !s) {
     return complain(cudaErrorInvalidResourceHandle, "cudaEventRecord", "unknown event or stream");
   }
+  if (e->ipc != nullptr) {
+    // Counted at the call, in the shared state: a wait in any process from now on waits
+    // for this record.
+    FakeIpcEventState* state = e->ipc;
+    const uint32_t mine = state->recorded.fetch_add(1) + 1;
+    enqueue(s, [state, mine] {
+      uint32_t seen = state->completed.load();
+      while (!reached(seen, mine) && !state->completed.compare_exchange_weak(seen, mine)) {
+      }
+      wakeWord(&state->completed);
+    });
+    return cudaSuccess;
+  }
   enqueue(s, [] {});  // the event's place in the stream: after the legacy sync as well
   e->stream = s;
   e->target = s->enqueued;
@@ -724,6 +891,10 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
   std::lock_guard<std::mutex> lock(rt().mu);
   CUevent_st* e = findEvent(event);
   if (e == nullptr) return complain(cudaErrorInvalidResourceHandle, "cudaEventQuery", "unknown event");
+  if (e->ipc != nullptr) {
+    return finish(reached(e->ipc->completed.load(), e->ipc->recorded.load()) ? cudaSuccess
+                                                                           : cudaErrorNotReady);
+  }
   return finish(!e->stream || e->stream->completed >= e->target ? cudaSuccess : cudaErrorNotReady);
 }
 
@@ -734,15 +905,37 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (e == nullptr) {
     return complain(cudaErrorInvalidResourceHandle, "cudaEventSynchronize", "unknown event");
   }
+  if (e->ipc != nullptr) {
+    FakeIpcEventState* state = e->ipc;
+    const uint32_t target = state->recorded.load();
+    lock.unlock();
+    sharedWait(&state->completed, [&](uint32_t seen) { return reached(seen, target); },
+               [&] { return format("cudaEventSynchronize (interprocess event, record %u)", target); });
+    return cudaSuccess;
+  }
   if (e->stream) waitStream(lock, e->stream, e->target, "cudaEventSynchronize");
   return cudaSuccess;
 }
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
   GYRE_FAKE_ENTRY();
-  std::lock_guard<std::mutex> lock(rt().mu);
-  if (rt().events.erase(event) == 0) {
-    return complain(cudaErrorInvalidResourceHandle, "cudaEventDestroy", "unknown event");
+  std::unique_ptr<CUevent_st> e;
+  {
+    std::lock_guard<std::mutex> lock(rt().mu);
+    const auto it = rt().events.find(event);
+    if (it == rt().events.end()) {
+      return complain(cudaErrorInvalidResourceHandle, "cudaEventDestroy", "unknown event");
+    }
+    e = std::move(it->second);
+    rt().events.erase(it);
+  }
+  // A queued record or wait holds the state's address: CUDA also lets the work finish.
+  if (e->ipc != nullptr) {
+    std::unique_lock<std::mutex> lock(rt().mu);
+    synchronizeAll(lock, "cudaEventDestroy (interprocess event)");
+    lock.unlock();
+    ::munmap(e->ipc, pageRound(1));
+    if (e->fd >= 0) ::close(e->fd);
   }
   return cudaSuccess;
 }
@@ -766,21 +959,189 @@ cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** funcPtr,
   return cudaSuccess;
 }
 
-// ---- IPC: not modelled --------------------------------------------------------------------
-// A shared mapping per allocation (memfd) would model them; gyre does not use them yet.
+// ---- IPC ----------------------------------------------------------------------------------
+// A handle's 64 bytes: what the importing process needs to map the exporter's memfd.
 
-cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t* /*handle*/, void* /*devPtr*/) {
-  GYRE_FAKE_ENTRY();
-  return complain(cudaErrorNotSupported, "cudaIpcGetMemHandle", "IPC is not modelled");
+}  // extern "C"
+
+namespace {
+
+struct FakeIpcHandle {
+  char magic[8];  // "gyremem" or "gyreevt"
+  int32_t pid;
+  int32_t fd;
+  uint64_t serial;
+  uint64_t size;
+};
+static_assert(sizeof(FakeIpcHandle) <= CUDA_IPC_HANDLE_SIZE);
+
+constexpr char kMemMagic[8] = {'g', 'y', 'r', 'e', 'm', 'e', 'm', 0};
+constexpr char kEventMagic[8] = {'g', 'y', 'r', 'e', 'e', 'v', 't', 0};
+
+template <typename Handle>
+void writeHandle(Handle* out, const char* magic, int fd, uint64_t serial, uint64_t size) {
+  FakeIpcHandle h{};
+  std::memcpy(h.magic, magic, sizeof h.magic);
+  h.pid = static_cast<int32_t>(::getpid());
+  h.fd = fd;
+  h.serial = serial;
+  h.size = size;
+  std::memset(out->reserved, 0, sizeof out->reserved);
+  std::memcpy(out->reserved, &h, sizeof h);
 }
-cudaError_t cudaIpcOpenMemHandle(void** /*devPtr*/, cudaIpcMemHandle_t /*handle*/,
-                                 unsigned int /*flags*/) {
-  GYRE_FAKE_ENTRY();
-  return complain(cudaErrorNotSupported, "cudaIpcOpenMemHandle", "IPC is not modelled");
+
+// Opens the exporter's memfd (cudaErrorMapBufferObjectFailed when the process or the
+// allocation is gone: its fd no longer names the memfd of that serial).
+cudaError_t openExported(const FakeIpcHandle& h, const char* kind, const char* call, int* fd) {
+  const std::string path = format("/proc/%d/fd/%d", h.pid, h.fd);
+  const std::string want = "/memfd:" + memfdName(kind, h.pid, h.serial);
+  char target[256] = {};
+  const ssize_t n = ::readlink(path.c_str(), target, sizeof target - 1);
+  if (n <= 0 || std::string(target, static_cast<size_t>(n)).rfind(want + " ", 0) != 0) {
+    return complain(cudaErrorMapBufferObjectFailed, call,
+                    format("the exporting process %d or its %s #%llu is gone", h.pid,
+                           kind, static_cast<unsigned long long>(h.serial)));
+  }
+  *fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (*fd < 0) {
+    return complain(cudaErrorMapBufferObjectFailed, call,
+                    format("opening %s: %s", path.c_str(), std::strerror(errno)));
+  }
+  return cudaSuccess;
 }
-cudaError_t cudaIpcCloseMemHandle(void* /*devPtr*/) {
+
+}  // namespace
+
+extern "C" {
+
+cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle, void* devPtr) {
   GYRE_FAKE_ENTRY();
-  return complain(cudaErrorNotSupported, "cudaIpcCloseMemHandle", "IPC is not modelled");
+  if (handle == nullptr) return complain(cudaErrorInvalidValue, "cudaIpcGetMemHandle", "null handle");
+  std::lock_guard<std::mutex> lock(rt().mu);
+  uintptr_t base = 0;
+  const Allocation* a = findAllocation(devPtr, &base);
+  if (a == nullptr || !a->device || a->fd < 0) {
+    return complain(cudaErrorInvalidValue, "cudaIpcGetMemHandle",
+                    format("%p is not memory of a cudaMalloc of this process", devPtr));
+  }
+  // The handle names the whole allocation: the importer maps it from its base.
+  writeHandle(handle, kMemMagic, a->fd, a->serial, a->size);
+  return cudaSuccess;
+}
+
+cudaError_t cudaIpcOpenMemHandle(void** devPtr, cudaIpcMemHandle_t handle, unsigned int flags) {
+  GYRE_FAKE_ENTRY();
+  const char* call = "cudaIpcOpenMemHandle";
+  FakeIpcHandle h;
+  std::memcpy(&h, handle.reserved, sizeof h);
+  if (devPtr == nullptr || flags != cudaIpcMemLazyEnablePeerAccess) {
+    return complain(cudaErrorInvalidValue, call, "null devPtr, or flags other than "
+                    "cudaIpcMemLazyEnablePeerAccess");
+  }
+  if (std::memcmp(h.magic, kMemMagic, sizeof h.magic) != 0 || h.pid <= 0 || h.fd < 0 ||
+      h.size == 0) {
+    return complain(cudaErrorInvalidValue, call, "not a memory handle of cudaIpcGetMemHandle");
+  }
+  if (h.pid == ::getpid()) {
+    return complain(cudaErrorDeviceUninitialized, call,
+                    "the handle is this process's own (CUDA cannot open it here)");
+  }
+  if (const char* fails = std::getenv("GYRE_FAKE_CUDA_IPC_OPEN_FAILS");
+      fails != nullptr && std::string(fails) == "1") {
+    return complain(cudaErrorMapBufferObjectFailed, call, "GYRE_FAKE_CUDA_IPC_OPEN_FAILS=1");
+  }
+  {
+    // Opened before in this process: the same pointer, counted.
+    std::lock_guard<std::mutex> lock(rt().mu);
+    for (auto& [base, a] : rt().allocations) {
+      if (a.opens > 0 && a.owner == h.pid && a.serial == h.serial) {
+        ++a.opens;
+        *devPtr = reinterpret_cast<void*>(base);
+        return cudaSuccess;
+      }
+    }
+  }
+  int fd = -1;
+  if (const cudaError_t err = openExported(h, "mem", call, &fd); err != cudaSuccess) return err;
+  struct stat st{};
+  const size_t mapped = pageRound(h.size);
+  void* mem = MAP_FAILED;
+  if (::fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) >= mapped) {
+    mem = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  }
+  ::close(fd);  // the mapping keeps the memory
+  if (mem == MAP_FAILED) {
+    return complain(cudaErrorMapBufferObjectFailed, call, "mapping the exported memory failed");
+  }
+  Allocation a{h.size, true};
+  a.serial = h.serial;
+  a.mapped = mapped;
+  a.owner = h.pid;
+  a.opens = 1;
+  std::lock_guard<std::mutex> lock(rt().mu);
+  rt().allocations[reinterpret_cast<uintptr_t>(mem)] = a;
+  *devPtr = mem;
+  return cudaSuccess;
+}
+
+cudaError_t cudaIpcCloseMemHandle(void* devPtr) {
+  GYRE_FAKE_ENTRY();
+  size_t mapped = 0;
+  {
+    std::unique_lock<std::mutex> lock(rt().mu);
+    const auto it = rt().allocations.find(reinterpret_cast<uintptr_t>(devPtr));
+    if (it == rt().allocations.end() || it->second.opens == 0) {
+      return complain(cudaErrorInvalidValue, "cudaIpcCloseMemHandle",
+                      format("%p is not a pointer of cudaIpcOpenMemHandle", devPtr));
+    }
+    if (--it->second.opens > 0) return cudaSuccess;
+    synchronizeAll(lock, "cudaIpcCloseMemHandle");  // work before it may still use the memory
+    mapped = it->second.mapped;
+    rt().allocations.erase(it);
+  }
+  ::munmap(devPtr, mapped);
+  return cudaSuccess;
+}
+
+cudaError_t cudaIpcGetEventHandle(cudaIpcEventHandle_t* handle, cudaEvent_t event) {
+  GYRE_FAKE_ENTRY();
+  if (handle == nullptr) return complain(cudaErrorInvalidValue, "cudaIpcGetEventHandle", "null handle");
+  std::lock_guard<std::mutex> lock(rt().mu);
+  CUevent_st* e = findEvent(event);
+  if (e == nullptr || e->ipc == nullptr || e->fd < 0) {
+    return complain(cudaErrorInvalidResourceHandle, "cudaIpcGetEventHandle",
+                    "not an event of this process created with cudaEventInterprocess | "
+                    "cudaEventDisableTiming");
+  }
+  writeHandle(handle, kEventMagic, e->fd, e->serial, pageRound(1));
+  return cudaSuccess;
+}
+
+cudaError_t cudaIpcOpenEventHandle(cudaEvent_t* event, cudaIpcEventHandle_t handle) {
+  GYRE_FAKE_ENTRY();
+  const char* call = "cudaIpcOpenEventHandle";
+  FakeIpcHandle h;
+  std::memcpy(&h, handle.reserved, sizeof h);
+  if (event == nullptr || std::memcmp(h.magic, kEventMagic, sizeof h.magic) != 0 || h.pid <= 0 ||
+      h.fd < 0) {
+    return complain(cudaErrorInvalidValue, call, "null event, or not an event handle of "
+                    "cudaIpcGetEventHandle");
+  }
+  if (h.pid == ::getpid()) {
+    return complain(cudaErrorDeviceUninitialized, call, "the handle is this process's own");
+  }
+  int fd = -1;
+  if (const cudaError_t err = openExported(h, "event", call, &fd); err != cudaSuccess) return err;
+  void* mem = ::mmap(nullptr, pageRound(1), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (mem == MAP_FAILED) return complain(cudaErrorMapBufferObjectFailed, call, "mmap failed");
+  auto e = std::make_unique<CUevent_st>();
+  e->ipc = static_cast<FakeIpcEventState*>(mem);
+  e->serial = h.serial;
+  std::lock_guard<std::mutex> lock(rt().mu);
+  *event = e.get();
+  rt().events.emplace(e.get(), std::move(e));
+  return cudaSuccess;
 }
 
 }  // extern "C"

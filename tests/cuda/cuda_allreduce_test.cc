@@ -1,4 +1,6 @@
-// All-reduce on device buffers: 1 to 4 ranks (processes) sharing GPU 0, every dtype and
+// All-reduce on device buffers staged through the host (CudaOptions::ipc off: the path
+// of ranks on several hosts; the device path through CUDA IPC has
+// cuda_ipc_allreduce_test): 1 to 4 ranks (processes) sharing GPU 0, every dtype and
 // op, in place and out of place, odd and 16-byte-unaligned buffers, tiny slices so that
 // every staging slot is reused many times, both stream releases (stream memory
 // operations and the host-function fallback), stream order with back-to-back calls,
@@ -54,6 +56,14 @@ CudaOptions smallSlices(bool memOps) {
   o.minSliceBytes = 16 * 1024;
   o.stagingSlots = 3;
   o.streamMemOps = memOps;
+  o.ipc = false;
+  return o;
+}
+
+// The staged path with the default slices.
+CudaOptions staged() {
+  CudaOptions o;
+  o.ipc = false;
   return o;
 }
 
@@ -237,7 +247,7 @@ TEST_F(CudaAllReduce, WaitsForTheStreamsEarlierWork) {
 // benchmark (bench/cuda_allreduce_bench.cc) reports the figure against 20 us.
 TEST_F(CudaAllReduce, EnqueueDoesNotBlock) {
   spawn(2, [](Communicator& comm) {
-    auto cuda = deviceCommunicator(comm, CudaOptions{});
+    auto cuda = deviceCommunicator(comm, staged());
     cudaStream_t stream;
     cudaCheck(cudaStreamCreate(&stream), "cudaStreamCreate");
     const size_t count = size_t{16} << 20;  // 64 MiB of float
@@ -299,7 +309,7 @@ TEST_F(CudaAllReduce, LostPeerFailsInsteadOfHanging) {
 
 TEST_F(CudaAllReduce, HostPointerIsRejectedAtTheCall) {
   spawn(1, [](Communicator& comm) {
-    auto cuda = deviceCommunicator(comm, CudaOptions{});
+    auto cuda = deviceCommunicator(comm, staged());
     std::vector<float> host(64);
     ErrorCode code = ErrorCode::kInternal;
     try {

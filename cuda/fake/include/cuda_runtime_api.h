@@ -25,6 +25,8 @@ enum cudaError {
   cudaErrorInsufficientDriver = 35,
   cudaErrorNoDevice = 100,
   cudaErrorInvalidDevice = 101,
+  cudaErrorDeviceUninitialized = 201,
+  cudaErrorMapBufferObjectFailed = 205,
   cudaErrorInvalidResourceHandle = 400,
   cudaErrorSymbolNotFound = 500,
   cudaErrorNotReady = 600,
@@ -47,6 +49,7 @@ typedef void(CUDART_CB* cudaHostFn_t)(void* userData);
 #define cudaEventDefault 0x00
 #define cudaEventBlockingSync 0x01
 #define cudaEventDisableTiming 0x02
+#define cudaEventInterprocess 0x04
 #define cudaHostAllocDefault 0x00
 #define cudaHostAllocPortable 0x01
 #define cudaHostAllocMapped 0x02
@@ -98,6 +101,9 @@ enum cudaDriverEntryPointQueryResult {
 typedef struct cudaIpcMemHandle_st {
   char reserved[CUDA_IPC_HANDLE_SIZE];
 } cudaIpcMemHandle_t;
+typedef struct cudaIpcEventHandle_st {
+  char reserved[CUDA_IPC_HANDLE_SIZE];
+} cudaIpcEventHandle_t;
 
 cudaError_t cudaGetDeviceCount(int* count);
 cudaError_t cudaGetDevice(int* device);
@@ -146,6 +152,8 @@ cudaError_t cudaGetDriverEntryPointByVersion(
 cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle, void* devPtr);
 cudaError_t cudaIpcOpenMemHandle(void** devPtr, cudaIpcMemHandle_t handle, unsigned int flags);
 cudaError_t cudaIpcCloseMemHandle(void* devPtr);
+cudaError_t cudaIpcGetEventHandle(cudaIpcEventHandle_t* handle, cudaEvent_t event);
+cudaError_t cudaIpcOpenEventHandle(cudaEvent_t* event, cudaIpcEventHandle_t handle);
 
 #ifdef __cplusplus
 }
