@@ -53,6 +53,7 @@ import gyre_torch  # noqa: E402
 
 NEWCOMERS = "elastic/newcomers"  # store.add: how many restarted ranks ever registered
 DONE = "elastic/done"            # set by rank 0 once the run is over
+CLOSED = 1 << 40                 # added to NEWCOMERS at the end: later ones just leave
 
 
 def log(msg):
@@ -129,7 +130,11 @@ def store_and_group(args, newcomer):
     store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
                           world, serve, timeout=datetime.timedelta(seconds=args.timeout),
                           wait_for_workers=False)
-    return store, rank, world
+    # torch's own prefix for a launcher's start (a group restarted whole by torchrun
+    # --max-restarts must not meet the keys of the one before; gyrerun --elastic restarts
+    # a rank with the same count).
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or "0"
+    return dist.PrefixStore(f"/worker/attempt_{attempt}", store), rank, world
 
 
 def init_group(store, gen, rank, world, args):
@@ -143,6 +148,8 @@ def wait_to_be_taken_in(store, args):
     where = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
     try:
         ticket = store.add(NEWCOMERS, 1)
+        if ticket > CLOSED:
+            return None  # registered after the end
         key = f"elastic/admit/{ticket}"
         deadline = time.monotonic() + args.join_timeout
         while time.monotonic() < deadline:
@@ -150,6 +157,7 @@ def wait_to_be_taken_in(store, args):
                 gen, world, rank = (int(v) for v in store.get(key).decode().split())
                 return gen, world, rank
             if store.check([DONE]):
+                store.set(f"elastic/left/{ticket}", "1")  # rank 0 waits for it
                 return None
             time.sleep(0.05)
     except RuntimeError as e:  # DistStoreError: the store's process is gone
@@ -309,7 +317,15 @@ def main():
     for p in problems:
         log(f"rank {dist.get_rank()}: {p}")
     if dist.get_rank() == 0:
+        # The run is over: restarted ranks that registered too late to be taken in leave
+        # (exit 0) before this process, which may serve the store, ends.
         store.set(DONE, "1")
+        late = store.add(NEWCOMERS, CLOSED) - CLOSED
+        try:
+            store.wait([f"elastic/left/{t}" for t in range(members.admitted + 1, late + 1)],
+                       datetime.timedelta(seconds=30))
+        except RuntimeError as e:
+            log(f"restarted ranks registered too late did not leave within 30 s: {e}")
         print(json.dumps({"restart_count": restart_count, "world_start": world_start,
                           "world_end": dist.get_world_size(),
                           "steps": step, "events": members.events,
