@@ -17,16 +17,20 @@ the first operation on the shrunk group, the shrink, the grow.
 --launchers: instead, runs the same kill once under each launcher at hand (torchrun,
 with and without --max-restarts and with a long --monitor-interval;
 torch.distributed.launch; mp.spawn joined by torch and joined by hand; gyrerun plain and
---elastic) and prints what happened to the survivors: the table in docs/pytorch.md.
+--elastic; mpirun, and srun where SLURM_CONF names a cluster such as
+tools/slurm_local.sh's) and prints what happened to the survivors: the table in
+docs/pytorch.md.
 Exit 77 where torch has no shrink_group or gyrerun is not given.
 """
 import argparse
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 import torch
@@ -211,6 +215,9 @@ if __name__ == "__main__":
 
 def launcher_table(gyrerun, py):
     targs = train_args(2, 5, steps=35, extra=("--step-sleep", "0.1"))
+    spawn = os.path.join(tempfile.mkdtemp(prefix="recovery_spawn."), "spawn_train.py")
+    with open(spawn, "w") as f:
+        f.write(SPAWN)
     port = free_port()
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torchrun = [py, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "4"]
@@ -221,16 +228,27 @@ def launcher_table(gyrerun, py):
         ("python -m torch.distributed.launch --use-env",
          [py, "-m", "torch.distributed.launch", "--standalone", "--use-env",
           "--nproc-per-node", "4", *targs]),
-        ("mp.spawn(join=True)", [py, "-c", SPAWN, "join", *targs]),
-        ("mp.spawn(join=False), each process joined", [py, "-c", SPAWN, "nojoin", *targs]),
+        ("mp.spawn(join=True)", [py, spawn, "join", *targs]),
+        ("mp.spawn(join=False), each process joined", [py, spawn, "nojoin", *targs]),
     ]
     if gyrerun:
         rows += [
             ("gyrerun", [gyrerun, "-n", "4", py, *targs]),
             ("gyrerun --elastic --max-restarts 0",
              [gyrerun, "--elastic", "--max-restarts", "0", "-n", "4", py, *targs]),
-            ("gyrerun --elastic --max-restarts 1", elastic(gyrerun, py, *targs)),
+            ("gyrerun --elastic --max-restarts 1", elastic(
+                gyrerun, py, *targs, "--wait-for-newcomers", "60")),
         ]
+    # Open MPI and Slurm (tools/slurm_local.sh; SLURM_CONF set) where at hand: their
+    # ranks map their variables onto torch's.
+    mapped = ("export RANK=${OMPI_COMM_WORLD_RANK:-$SLURM_PROCID} WORLD_SIZE=4; "
+              f"exec {py} " + " ".join(targs))
+    if shutil.which("mpirun"):
+        rows.append(("mpirun", ["mpirun", "--allow-run-as-root", "--oversubscribe", "-n", "4",
+                                "-x", "MASTER_ADDR", "-x", "MASTER_PORT", "-x", "PYTHONPATH",
+                                "bash", "-c", mapped]))
+    if shutil.which("srun") and os.environ.get("SLURM_CONF"):
+        rows.append(("srun", ["srun", "-n", "4", "--export=ALL", "bash", "-c", mapped]))
     print("| launcher | exit | survivors | replacement | seconds |")
     print("|---|---|---|---|---|")
     for name, cmd in rows:
@@ -259,6 +277,8 @@ def launcher_table(gyrerun, py):
         left = leftovers()
         if left:
             print(f"processes left after {name}: {left}")
+    os.remove(spawn)
+    os.rmdir(os.path.dirname(spawn))
     return 0
 
 
