@@ -31,7 +31,8 @@ restarted ranks and take them in before the final check. At the end every rank c
 that the parameters are bit-identical on all ranks (their all-reduced max and min
 agree), and rank 0 of the final group prints one JSON line: {"restart_count"
 (TORCHELASTIC_RESTART_COUNT), "world_start", "world_end", "steps", "events": [{"kind":
-"shrink", "dead", "step", "world", "fail_to_first_op_ms", "shrink_ms"} | {"kind": "grow",
+"shrink", "dead", "step", "world", "fail_to_first_op_ms" (from the error on rank 0),
+"shrink_ms", "kill_to_first_op_ms" (from --kill-rank's exit)} | {"kind": "grow",
 "step", "world", "grow_ms"}], "identical", "params"}. Exit 1 when anything did not hold.
 """
 import argparse
@@ -234,10 +235,10 @@ def main():
     members = Members(store, 0, 0)
     step = 0
     if newcomer:
-        started = time.monotonic()
         # DDP's constructor imports torch._dynamo (seconds on a busy host): done before
         # registering, so that the members do not wait for it in DDP's first broadcast.
         importlib.import_module("torch._dynamo")
+        started = time.monotonic()
         taken = wait_to_be_taken_in(store, args)
         if taken is None:
             log(f"restarted rank {rank}: the run ended before it was taken in")
@@ -246,7 +247,7 @@ def main():
         init_group(store, members.gen, rank, world, args)
         step, members.gen, members.admitted = send_state(net, 0, members)
         log(f"restarted as rank {rank} of {world} at step {step} "
-            f"({(time.monotonic() - started) * 1000:.0f} ms after it started)")
+            f"({(time.monotonic() - started) * 1000:.0f} ms after it registered)")
     else:
         init_group(store, 0, rank, world, args)
     data = dataset(args.samples)
@@ -257,6 +258,7 @@ def main():
         try:
             if step < args.steps:
                 if step == args.kill_step and rank == args.kill_rank and first_start:
+                    store.set("elastic/killed_at", repr(time.time()))
                     os._exit(1)
                 x, y = shard(data, step, args.batch, dist.get_rank(), dist.get_world_size())
                 opt.zero_grad(set_to_none=True)
@@ -294,12 +296,17 @@ def main():
             if t.tolist() != want or dist.get_world_size() != old_world - 1:
                 problems.append(f"after the shrink: sum {t.tolist()}, expected {want}, "
                                 f"world {dist.get_world_size()}")
+            first_op_wall = time.time()
             step = agree(net, step)
             model = DDP(net)
             members.events.append({
                 "kind": "shrink", "dead": dead, "step": step, "world": dist.get_world_size(),
                 "fail_to_first_op_ms": round((first_op_at - failed_at) * 1000, 1),
                 "shrink_ms": round((shrunk_at - failed_at) * 1000, 1)})
+            if store.check(["elastic/killed_at"]):  # --kill-rank's exit, on this host
+                killed_at = float(store.get("elastic/killed_at").decode())
+                members.events[-1]["kill_to_first_op_ms"] = round(
+                    (first_op_wall - killed_at) * 1000, 1)
             if dist.get_rank() == 0:
                 log(f"rank {dead} of {old_world} failed at step {step} "
                     f"({str(e).splitlines()[0][:160]}): {dist.get_world_size()} ranks go on "

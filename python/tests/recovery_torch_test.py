@@ -5,14 +5,15 @@
 
 Runs python/examples/elastic_ddp_train.py (torch >= 2.15: shrink_group) on backend gyre
 with 4 ranks under `gyrerun --elastic --max-restarts 1`, --runs times, each killing one
-rank (os._exit(1)) at a step of the training: ranks 1, 2 and 3 in turn (rank 0 serves torch's store under
-gyrerun, and no rank survives its death), at steps 3 to 8 in turn. Each run must:
-exit 0; report one shrink that names the killed rank and one grow back to 4 ranks (the
-rank gyrerun restarted, taken in); end with bit-identical parameters on every rank, and
-those within rtol 1e-4 of the same training in this process alone (every step applied
-once, on the same samples, whatever the world); leave no process of the run behind. Every run is bounded (90 s,
-then its process group is killed and the run fails). Prints each run's times: failure to
-the first operation on the shrunk group, the shrink, the grow.
+rank (os._exit(1)) at a step of the training: ranks 1, 2 and 3 in turn (rank 0 serves
+torch's store under gyrerun, and no rank survives its death), at steps 3 to 8 in turn.
+Each run must: exit 0; report one shrink that names the killed rank and one grow back
+to 4 ranks (the rank gyrerun restarted, taken in); end with bit-identical parameters on
+every rank, and those within rtol 1e-4 of the same training in this process alone
+(every step applied once, on the same samples, whatever the world); leave no process of
+the run behind. Every run is bounded (90 s, then its process group is killed and the run
+fails). Prints each run's times: the error on rank 0 and the kill to the first operation
+on the shrunk group, the shrink, the grow.
 
 --launchers: instead, runs the same kill once under each launcher at hand (torchrun,
 with and without --max-restarts and with a long --monitor-interval;
@@ -164,10 +165,13 @@ def recovery_runs(gyrerun, py, runs):
         if rep and rep["events"]:
             ev = {e["kind"]: e for e in rep["events"]}
             if "shrink" in ev:
-                first_ops.append(ev["shrink"]["fail_to_first_op_ms"])
-                times = (f"failure -> first op on the shrunk group "
-                         f"{ev['shrink']['fail_to_first_op_ms']:.0f} ms (shrink "
-                         f"{ev['shrink']['shrink_ms']:.0f} ms)")
+                sh = ev["shrink"]
+                first_ops.append((sh["fail_to_first_op_ms"],
+                                  sh.get("kill_to_first_op_ms", -1)))
+                times = (f"error -> first op on the shrunk group "
+                         f"{sh['fail_to_first_op_ms']:.0f} ms (shrink {sh['shrink_ms']:.0f} ms), "
+                         f"kill -> first op "
+                         f"{sh.get('kill_to_first_op_ms', -1):.0f} ms")
             if "grow" in ev:
                 times += f", grow {ev['grow']['grow_ms']:.0f} ms"
         print(f"run {i + 1}: kill rank {victim} at step {step}: "
@@ -178,10 +182,11 @@ def recovery_runs(gyrerun, py, runs):
         else:
             passed += 1
     if first_ops:
-        first_ops.sort()
-        print(f"failure -> first op on the shrunk group: median "
-              f"{first_ops[len(first_ops) // 2]:.0f} ms, worst {first_ops[-1]:.0f} ms; "
-              f"{total:.0f} s for {runs} runs")
+        for i, what in ((0, "the error on rank 0"), (1, "the kill")):
+            ms = sorted(f[i] for f in first_ops)
+            print(f"{what} -> first op on the shrunk group: median {ms[len(ms) // 2]:.0f} ms, "
+                  f"worst {ms[-1]:.0f} ms")
+    print(f"{total:.0f} s for {runs} runs")
     print(f"{passed} of {runs} runs shrank, grew back and finished")
     print("PASS" if passed == runs else "FAIL")
     return 0 if passed == runs else 1
