@@ -169,7 +169,8 @@ def recovery_runs(gyrerun, py, runs):
                 first_ops.append((sh["fail_to_first_op_ms"],
                                   sh.get("kill_to_first_op_ms", -1)))
                 times = (f"error -> first op on the shrunk group "
-                         f"{sh['fail_to_first_op_ms']:.0f} ms (shrink {sh['shrink_ms']:.0f} ms), "
+                         f"{sh['fail_to_first_op_ms']:.0f} ms "
+                         f"(shrink {sh['shrink_ms']:.0f} ms), "
                          f"kill -> first op "
                          f"{sh.get('kill_to_first_op_ms', -1):.0f} ms")
             if "grow" in ev:
