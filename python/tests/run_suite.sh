@@ -6,7 +6,9 @@
 # ddp_test), dist_suite (torch's own distributed_test.py, the expected-pass list, world 2
 # and 3), features (ddp_features_test), frameworks (frameworks_test: Lightning and
 # Accelerate against gloo; 77 where they are not installed), version (torch_version_check_test
-# alone: the recorded torch and gyre_torch.__version__ against GYRE_PROJECT_VERSION).
+# alone: the recorded torch and gyre_torch.__version__ against GYRE_PROJECT_VERSION),
+# styles (styles_test: FSDP2, DCP, tensor and pipeline parallelism, DTensor, functional
+# collectives on gyre against gloo; 77 on torch < 2.6).
 # Exit 77 (ctest: skipped) with the reason when that torch line is not installed.
 set -euo pipefail
 line=$1 out=$2 gyrerun=${3:-} what=${4:-backend}
@@ -28,6 +30,10 @@ if [ "$line" = debian ] && ! [ -d /usr/include/torch/csrc/distributed/c10d ]; th
 fi
 if [ "$line" = debian ] && [ "$what" = frameworks ]; then  # before minutes of building
   echo "SKIPPED: torch_frameworks_debian: Lightning and Accelerate need torch >= 2 (docs/frameworks.md)"
+  exit 77
+fi
+if [ "$line" = debian ] && [ "$what" = styles ]; then
+  echo "SKIPPED: torch_styles_debian: FSDP2, DTensor, tensor and pipeline parallelism need torch >= 2.6; Debian's is $("$py" -c 'import torch; print(torch.__version__)')"
   exit 77
 fi
 mkdir -p "$out"
@@ -58,5 +64,6 @@ case $what in
   features) "$py" "$here/ddp_features_test.py" --world 2,3 ;;
   frameworks) "$py" "$here/frameworks_test.py" ${gyrerun:+--gyrerun "$gyrerun"} ;;
   version) "$py" "$here/torch_version_check_test.py" ;;
+  styles) "$py" "$here/styles_test.py" --world 4,2 ;;
   *) echo "run_suite.sh: unknown WHAT '$what'" >&2; exit 2 ;;
 esac

@@ -437,8 +437,12 @@ def rank_main(rank, world, backends, styles, port, tmp, earlier_worlds, timeout_
             try:
                 report["results"][style] = STYLE_FNS[style](rank, world, ctx)
             except Exception as e:  # noqa: BLE001  (reported, and compared, by the parent)
-                tb = traceback.format_exc(limit=-4)
-                report["errors"][style] = f"{type(e).__name__}: {e}\n{tb}"
+                # Where in this file, and where in torch, it failed.
+                frames = traceback.extract_tb(e.__traceback__)
+                ours = [f for f in frames if f.filename == __file__][-1:]
+                where = "; ".join(f"{os.path.basename(f.filename)}:{f.lineno} {f.name}"
+                                  for f in ours + frames[-1:])
+                report["errors"][style] = f"{type(e).__name__}: {e} (at {where})"
             finally:
                 dist.destroy_process_group()
             report["seconds"][style] = time.monotonic() - start
@@ -508,7 +512,7 @@ def main():
             print(f"world {world}: {time.monotonic() - start:.1f} s (processes included)",
                   flush=True)
             for style in styles:
-                line = [f"world {world} {style:8}"]
+                line, errored = [f"world {world} {style:8}"], False
                 for backend in backends:
                     errs = [f"rank {r}: {rep['errors'][style]}"
                             for r, rep in enumerate(reports[backend]) if style in rep["errors"]]
@@ -516,9 +520,12 @@ def main():
                     seconds[(backend, style)] = seconds.get((backend, style), 0) + took
                     line.append(f"{backend} {'FAILED' if errs else 'ok'} {took:5.1f} s")
                     if errs:
+                        errored = True
                         failures.append(f"world {world} {style} on {backend}:\n  " +
                                         "\n  ".join(errs))
-                if len(backends) == 2:
+                if len(backends) == 2 and errored:
+                    line.append("not compared")
+                elif len(backends) == 2:
                     diffs = []
                     for r in range(world):
                         got = reports[backends[1]][r]["results"].get(style)
