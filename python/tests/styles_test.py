@@ -25,6 +25,8 @@ gyre's with gloo's rank by rank, bit for bit.
           Partial -> Replicate / Shard(0), full_tensor, uneven shards; a 2-D mesh at world 4.
   funcol  torch.distributed._functional_collectives all_reduce, all_gather_tensor,
           reduce_scatter_tensor, eager and under torch.compile(backend="aot_eager").
+Then python/examples/parallel_styles.py (FSDP2 with a DCP round trip, TP, PP; float32,
+AdamW) under torchrun at world 2 on each backend: its losses equal (--no-example skips it).
 
 Exactness: the models are float64 with dyadic values (small integers / 8), the batch
 sizes, world sizes, microbatch counts and learning rates powers of two, so every sum any
@@ -37,8 +39,11 @@ these APIs (fully_shard, DTensor and pipelining need torch >= 2.6).
 """
 import argparse
 import datetime
+import json
 import os
+import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -71,6 +76,8 @@ import torch.nn.functional as F
 
 import gyre_torch  # noqa: F401  (a build on PYTHONPATH: torch loads no entry point)
 
+EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples",
+                       "parallel_styles.py")
 STYLES = ["fsdp", "dcp", "tp", "pp", "dtensor", "funcol"]
 F64 = torch.float64
 LR = 1.0 / 16
@@ -485,6 +492,39 @@ def compare(a, b, where):
     return diffs
 
 
+def run_example(backends, limit_s):
+    """python/examples/parallel_styles.py under torchrun, world 2, on each backend: float32
+    data, AdamW; a sum of two floats is the same in either order, so gyre's losses must
+    equal gloo's exactly. A list of differences."""
+    outs = {}
+    for backend in backends:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+               f"--master_port={free_port()}", EXAMPLE, "--backend", backend, "--steps", "10"]
+        start = time.monotonic()
+        # Its own process group: a timeout kills torchrun and its workers together.
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=limit_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=30)
+            return [f"example on {backend}: still running after {limit_s} s (killed)"]
+        if proc.returncode != 0:
+            why = [line for line in err.splitlines() if "Error" in line][-4:]
+            return [f"example on {backend} exited {proc.returncode}:\n  " + "\n  ".join(why)]
+        outs[backend] = {r["style"]: r["losses"] for r in
+                         (json.loads(line) for line in out.splitlines() if line.startswith("{"))}
+        print(f"example parallel_styles.py (fsdp+dcp, tp, pp) world 2 {backend}: ok "
+              f"{time.monotonic() - start:.1f} s (processes included)", flush=True)
+        if sorted(outs[backend]) != ["fsdp", "pp", "tp"]:
+            return [f"example on {backend}: results for {sorted(outs[backend])}"]
+    if len(backends) == 2 and outs[backends[0]] != outs[backends[1]]:
+        return [f"example: {backends[1]}'s losses differ from {backends[0]}'s: "
+                f"{outs[backends[1]]} vs {outs[backends[0]]}"]
+    return []
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--world", default="4,2", help="world sizes, in order (dcp loads "
@@ -495,6 +535,8 @@ def main():
     parser.add_argument("--timeout", type=int, default=400, help="seconds per world size")
     parser.add_argument("--pg-timeout", type=int, default=60,
                         help="each process group's timeout: a collective one rank misses")
+    parser.add_argument("--no-example", action="store_true",
+                        help="skip python/examples/parallel_styles.py under torchrun")
     args = parser.parse_args()
     styles = [s for s in args.style.split(",") if s]
     unknown = set(styles) - set(STYLES)
@@ -502,7 +544,7 @@ def main():
         raise SystemExit(f"unknown --style {sorted(unknown)}; choose from {STYLES}")
     backends = args.backends.split(",")
     os.environ["OMP_NUM_THREADS"] = "1"  # the same kernels, one thread, on every run
-    failures, seconds = [], {}
+    failures = []
     with tempfile.TemporaryDirectory(prefix="styles_test.") as tmp:
         worlds = [int(w) for w in args.world.split(",")]
         for i, world in enumerate(worlds):
@@ -517,7 +559,6 @@ def main():
                     errs = [f"rank {r}: {rep['errors'][style]}"
                             for r, rep in enumerate(reports[backend]) if style in rep["errors"]]
                     took = max(rep["seconds"][style] for rep in reports[backend])
-                    seconds[(backend, style)] = seconds.get((backend, style), 0) + took
                     line.append(f"{backend} {'FAILED' if errs else 'ok'} {took:5.1f} s")
                     if errs:
                         errored = True
@@ -537,6 +578,8 @@ def main():
                         failures.append(f"world {world} {style}: {backends[1]} differs from "
                                         f"{backends[0]}:\n  " + "\n  ".join(diffs[:10]))
                 print("  ".join(line), flush=True)
+    if not args.no_example:
+        failures += run_example(backends, args.timeout)
     if failures:
         print("\n".join(failures), file=sys.stderr)
         raise SystemExit(f"FAILED: {len(failures)} style run(s) (above)")
