@@ -6,7 +6,8 @@
 # ddp_test), dist_suite (torch's own distributed_test.py, the expected-pass list, world 2
 # and 3), features (ddp_features_test), frameworks (frameworks_test: Lightning and
 # Accelerate against gloo; 77 where they are not installed), version (torch_version_check_test
-# alone: the recorded torch and gyre_torch.__version__ against GYRE_PROJECT_VERSION).
+# alone: the recorded torch and gyre_torch.__version__ against GYRE_PROJECT_VERSION),
+# surface (surface_test: the Backend methods beyond the plain collectives, against gloo).
 # Exit 77 (ctest: skipped) with the reason when that torch line is not installed.
 set -euo pipefail
 line=$1 out=$2 gyrerun=${3:-} what=${4:-backend}
@@ -58,5 +59,6 @@ case $what in
   features) "$py" "$here/ddp_features_test.py" --world 2,3 ;;
   frameworks) "$py" "$here/frameworks_test.py" ${gyrerun:+--gyrerun "$gyrerun"} ;;
   version) "$py" "$here/torch_version_check_test.py" ;;
+  surface) "$py" "$here/surface_test.py" --world 2,4 ;;
   *) echo "run_suite.sh: unknown WHAT '$what'" >&2; exit 2 ;;
 esac
