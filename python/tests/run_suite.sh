@@ -8,7 +8,8 @@
 # Accelerate against gloo; 77 where they are not installed), version (torch_version_check_test
 # alone: the recorded torch and gyre_torch.__version__ against GYRE_PROJECT_VERSION),
 # styles (styles_test: FSDP2, DCP, tensor and pipeline parallelism, DTensor, functional
-# collectives on gyre against gloo; 77 on torch < 2.6).
+# collectives on gyre against gloo; 77 on torch < 2.6),
+# surface (surface_test: the Backend methods beyond the plain collectives, against gloo).
 # Exit 77 (ctest: skipped) with the reason when that torch line is not installed.
 set -euo pipefail
 line=$1 out=$2 gyrerun=${3:-} what=${4:-backend}
@@ -65,5 +66,6 @@ case $what in
   frameworks) "$py" "$here/frameworks_test.py" ${gyrerun:+--gyrerun "$gyrerun"} ;;
   version) "$py" "$here/torch_version_check_test.py" ;;
   styles) "$py" "$here/styles_test.py" --world 4,2 ;;
+  surface) "$py" "$here/surface_test.py" --world 2,4 ;;
   *) echo "run_suite.sh: unknown WHAT '$what'" >&2; exit 2 ;;
 esac
