@@ -29,11 +29,13 @@ Then python/examples/parallel_styles.py (FSDP2 with a DCP round trip, TP, PP; fl
 AdamW) under torchrun at world 2 on each backend: its losses equal (--no-example skips it).
 
 Exactness: the models are float64 with dyadic values (small integers / 8), the batch
-sizes, world sizes, microbatch counts and learning rates powers of two, so every sum any
-backend computes is exact in every order; each style also checks its result against the
+sizes, world sizes, microbatch counts and learning rates powers of two, and the parameters
+are rounded to a grid of 2**-k after each step (snap), so every sum any backend computes
+is exact in every order; each style also checks its result against the
 same computation run locally without collectives. The transformer block's softmax is not
 dyadic: its partial sums round, so it is compared with gloo bit for bit at world 2 (a sum
-of two is the same in either order) and within 1e-12 of the local run at every world size.
+of two is the same in either order), within 1e-12 at world 4 (see compare), and within
+1e-12 of the local run at every world size.
 Exit status: 0 when every style matched on every rank; 77 (skipped) on a torch without
 these APIs (fully_shard, DTensor and pipelining need torch >= 2.6).
 """
@@ -480,13 +482,21 @@ def run_world(world, backends, styles, tmp, earlier, limit_s, timeout_s):
     return {b: [ranks[r][b] for r in range(world)] for b in backends}
 
 
-def compare(a, b, where):
-    """Bit-exact equality of two results (dicts of tensors); a list of differences."""
+def compare(a, b, where, world):
+    """gyre's results (a) against gloo's (b): bit for bit, except the transformer block's at
+    world > 2. Its partial sums round (softmax), and an all-reduce of 4 rounded values
+    depends on the order of the additions, which gloo and gyre choose differently
+    (each a ring, its chunks started at different ranks): within 1e-12 there."""
     diffs = []
     if sorted(a) != sorted(b):
         return [f"{where}: keys differ: {sorted(set(a) ^ set(b))}"]
     for k in a:
-        if a[k].dtype != b[k].dtype or a[k].shape != b[k].shape or not torch.equal(a[k], b[k]):
+        if a[k].dtype != b[k].dtype or a[k].shape != b[k].shape:
+            diffs.append(f"{where} {k}: gyre {a[k].dtype} {tuple(a[k].shape)} vs gloo "
+                         f"{b[k].dtype} {tuple(b[k].shape)}")
+        elif not (torch.equal(a[k], b[k]) or (
+                k.startswith("block.") and world > 2
+                and torch.allclose(a[k], b[k], rtol=0, atol=1e-12))):
             diffs.append(f"{where} {k}: gyre {a[k].flatten()[:6].tolist()} vs gloo "
                          f"{b[k].flatten()[:6].tolist()}")
     return diffs
@@ -572,7 +582,7 @@ def main():
                         got = reports[backends[1]][r]["results"].get(style)
                         want = reports[backends[0]][r]["results"].get(style)
                         if got is not None and want is not None:
-                            diffs += compare(got, want, f"rank {r}")
+                            diffs += compare(got, want, f"rank {r}", world)
                     line.append("EQUAL" if not diffs else f"DIFFER ({len(diffs)})")
                     if diffs:
                         failures.append(f"world {world} {style}: {backends[1]} differs from "
