@@ -8,7 +8,10 @@
 # Accelerate against gloo; 77 where they are not installed), version (torch_version_check_test
 # alone: the recorded torch and gyre_torch.__version__ against GYRE_PROJECT_VERSION),
 # recovery (recovery_torch_test: a DDP script under gyrerun --elastic survives a rank's
-# death, 10 runs; torch >= 2.15).
+# death, 10 runs; torch >= 2.15),
+# styles (styles_test: FSDP2, DCP, tensor and pipeline parallelism, DTensor, functional
+# collectives on gyre against gloo; 77 on torch < 2.6),
+# surface (surface_test: the Backend methods beyond the plain collectives, against gloo).
 # Exit 77 (ctest: skipped) with the reason when that torch line is not installed.
 set -euo pipefail
 line=$1 out=$2 gyrerun=${3:-} what=${4:-backend}
@@ -34,6 +37,10 @@ if [ "$line" = debian ] && [ "$what" = frameworks ]; then  # before minutes of b
 fi
 if [ "$line" = debian ] && [ "$what" = recovery ]; then
   echo "SKIPPED: torch_recovery_debian: torch.distributed.shrink_group needs torch >= 2.15"
+  exit 77
+fi
+if [ "$line" = debian ] && [ "$what" = styles ]; then
+  echo "SKIPPED: torch_styles_debian: FSDP2, DTensor, tensor and pipeline parallelism need torch >= 2.6; Debian's is $("$py" -c 'import torch; print(torch.__version__)')"
   exit 77
 fi
 mkdir -p "$out"
@@ -65,5 +72,7 @@ case $what in
   frameworks) "$py" "$here/frameworks_test.py" ${gyrerun:+--gyrerun "$gyrerun"} ;;
   version) "$py" "$here/torch_version_check_test.py" ;;
   recovery) "$py" "$here/recovery_torch_test.py" ${gyrerun:+--gyrerun "$gyrerun"} ;;
+  styles) "$py" "$here/styles_test.py" --world 4,2 ;;
+  surface) "$py" "$here/surface_test.py" --world 2,4 ;;
   *) echo "run_suite.sh: unknown WHAT '$what'" >&2; exit 2 ;;
 esac
