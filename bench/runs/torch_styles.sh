@@ -18,7 +18,7 @@
 # python), GYRE_TORCH_PATH (default build/gyre_torch/pypi/py/lib.*), ARGS (more
 # torch_styles.py arguments, e.g. "--steps 30"), EXTRA_ENV (variables for every rank),
 # PROFILE=1 (one more round with --profile and GYRE_TIMELINE into OUT/profile/, not in
-# the rounds' files).
+# the rounds' files; with ROUNDS=0 only that round, leaving the rounds and meta.json).
 set -euo pipefail
 mode=${1:?host or netns}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -111,9 +111,10 @@ if [ "${PROFILE:-0}" = 1 ]; then
   done
 fi
 
+((ROUNDS > 0)) || exit 0
 # meta.json: what ran, where and under what load (the per-run load is in each line).
 commit=$(git rev-parse --short HEAD)
-dirty=$(git status --porcelain -- python src capi bench/runs 2>/dev/null | head -1)
+dirty=$(git status --porcelain -- python src capi bench/runs/torch_styles.py 2>/dev/null | head -1)
 cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
 "$PY" - "$out" "$mode" "$commit${dirty:+ (uncommitted changes)}" "$first" "$last" "$load_before" \
   "$(nproc)" "$cpu" "$(uname -r)" "${NETNS_TBF:-}" "${NETNS_CC_USED:-}" "$ROUNDS" "$STYLES" "$worlds" \
@@ -155,9 +156,9 @@ meta = {
         "r<round>.jsonl": "one line per launch: round, start time (UTC), load1, then rank 0's line of "
                           "torch_styles.py (samples_per_s over the timed steps, step_ms: median step "
                           "time of rank 0, min and max, final loss)",
-        **({"profile/": "one more launch per style and backend with --profile (rank 0's torch profiler "
-                        "table) and GYRE_TIMELINE (gyre's per-collective spans, every rank)"}
-           if os.path.isdir(os.path.join(out, "profile")) else {}),
+        "profile/": "where present (PROFILE=1 ROUNDS=0 bench/runs/torch_styles.sh MODE): one more launch "
+                    "per world, style and backend with --profile (rank 0's torch profiler table) and "
+                    "GYRE_TIMELINE (gyre's spans per collective, every rank; runs.jsonl: their lines)",
     },
 }
 with open(os.path.join(out, "meta.json"), "w") as f:
