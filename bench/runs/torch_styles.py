@@ -17,7 +17,8 @@ so nothing but the style's own collectives crosses ranks. Styles:
   ddp   DistributedDataParallel (default buckets); --batch samples per rank
 Rank 0 prints one JSON line: style, backend, world, samples_per_s over the timed steps,
 step_ms (median, min, max of rank 0's step times), final loss, settings. --profile DIR
-writes a torch profiler table of rank 0's timed steps (per-collective time) to DIR.
+writes rank 0's torch profiler table of the timed steps to DIR (STYLE_BACKEND_wWORLD.txt,
+and .json: every op's calls and milliseconds per step).
 """
 import argparse
 import json
@@ -132,8 +133,14 @@ def main():
     if prof is not None:
         prof.__exit__(None, None, None)
         os.makedirs(args.profile, exist_ok=True)
-        with open(os.path.join(args.profile, f"{args.style}_{args.backend}_w{world}.txt"), "w") as f:
-            f.write(prof.key_averages().table(sort_by="cpu_time_total", row_limit=30))
+        name = os.path.join(args.profile, f"{args.style}_{args.backend}_w{world}")
+        events = prof.key_averages()
+        with open(name + ".txt", "w") as f:
+            f.write(events.table(sort_by="cpu_time_total", row_limit=40))
+        with open(name + ".json", "w") as f:  # every op: calls and ms per timed step
+            json.dump({e.key: {"calls": e.count, "ms_per_step": round(e.cpu_time_total / 1000 / args.steps, 3),
+                               "self_ms_per_step": round(e.self_cpu_time_total / 1000 / args.steps, 3)}
+                       for e in sorted(events, key=lambda e: -e.cpu_time_total)}, f, indent=1)
     samples = args.batch * (1 if args.style == "tp" else world) * args.steps
     if rank == 0:
         print(json.dumps({
