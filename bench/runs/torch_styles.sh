@@ -109,6 +109,7 @@ if [ "${PROFILE:-0}" = 1 ]; then
       for b in gyre gloo; do run_one p "$s" "$b" "$w" --profile "$out/profile"; done
     done
   done
+  gzip -9f "$out"/profile/timeline_*.json  # 10-20x smaller; gunzip for tools/gyre_timeline.py
 fi
 
 ((ROUNDS > 0)) || exit 0
@@ -158,7 +159,8 @@ meta = {
                           "time of rank 0, min and max, final loss)",
         "profile/": "where present (PROFILE=1 ROUNDS=0 bench/runs/torch_styles.sh MODE): one more launch "
                     "per world, style and backend with --profile (rank 0's torch profiler table) and "
-                    "GYRE_TIMELINE (gyre's spans per collective, every rank; runs.jsonl: their lines)",
+                    "GYRE_TIMELINE (timeline_*.json.gz: gyre's spans per collective, every rank; gunzip for "
+                    "tools/gyre_timeline.py; runs.jsonl: their lines)",
     },
 }
 with open(os.path.join(out, "meta.json"), "w") as f:
