@@ -401,6 +401,7 @@ STYLE_LABELS = {"fsdp": "FSDP2", "tp": "tensor parallel", "ddp": "DDP"}
 
 def t_torch_styles():
     sets = [("torch_styles_1host", lambda w: f"1 x {w}", {"fsdp": 1.5, "tp": 1.5}),
+            ("torch_styles_1host/run2", lambda w: f"1 x {w}, again", {"fsdp": 1.5, "tp": 1.5}),
             ("torch_styles_netns_2x2_1gbit", lambda w: "2 x 2, 1 Gbit/s", {"fsdp": 1.2, "tp": 1.2})]
     header = ["hosts x ranks", "style", "gyre samples/s", "gloo samples/s", "gyre / gloo",
               "step ms, gyre / gloo", "load", "target"]
