@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""The measured tables of docs/benchmarks.md, made from the committed results (bench/results/).
+"""The measured tables of docs/benchmarks.md and docs/pytorch.md, made from the committed results (bench/results/).
 
 Each table sits between `<!-- table: NAME -->` and `<!-- end table -->`; this script
 rewrites only what lies between them: the table, computed from the result folder's raw
 files (or its transcribed CSV where no raw output was kept), and a line naming the folder
 with the date, machine and commit of its meta.json.
 
-  tools/bench_tables.py            rewrite the tables in docs/benchmarks.md
-  tools/bench_tables.py --check    change nothing; exit 1 and print a diff where the page
+  tools/bench_tables.py            rewrite the tables in docs/benchmarks.md and docs/pytorch.md
+  tools/bench_tables.py --check    change nothing; exit 1 and print a diff where a page
                                    differs from what the data gives (ctest bench_tables)
 
 Standard library only (Python 3.11).
@@ -24,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 PAGE = ROOT / "docs" / "benchmarks.md"
+PYTORCH_PAGE = ROOT / "docs" / "pytorch.md"
 MIB = 1 << 20
 LINK_BYTES_PER_US = {"2gbit": 250.0, "500mbit": 62.5, "1gbit": 125.0}
 
@@ -384,6 +385,49 @@ def t_gpu():
     return header, rows, [folder]
 
 
+def style_runs(folder):
+    """(hosts x ranks label, style) -> {round: {backend: line}} of torch_styles.sh's r*.jsonl."""
+    runs = {}
+    for path in sorted((RESULTS / folder).glob("r*.jsonl")):
+        for line in path.read_text().splitlines():
+            d = json.loads(line) if line.strip() else None
+            if d and not d.get("failed"):
+                runs.setdefault((d["world"], d["style"]), {}).setdefault(d["round"], {})[d["backend"]] = d
+    return runs
+
+
+STYLE_LABELS = {"fsdp": "FSDP2", "tp": "tensor parallel", "ddp": "DDP"}
+
+
+def t_torch_styles():
+    sets = [("torch_styles_1host", lambda w: f"1 x {w}", {"fsdp": 1.5, "tp": 1.5}),
+            ("torch_styles_1host/run2", lambda w: f"1 x {w}, again", {"fsdp": 1.5, "tp": 1.5}),
+            ("torch_styles_netns_2x2_1gbit", lambda w: "2 x 2, 1 Gbit/s", {"fsdp": 1.2, "tp": 1.2})]
+    header = ["hosts x ranks", "style", "gyre samples/s", "gloo samples/s", "gyre / gloo",
+              "step ms, gyre / gloo", "load", "target"]
+    rows, sources = [], []
+    for folder, where, targets in sets:
+        if not (RESULTS / folder / "meta.json").exists():
+            continue
+        sources.append(folder)
+        runs = style_runs(folder)
+        for world, style in sorted(runs, key=lambda k: (k[0], list(STYLE_LABELS).index(k[1]))):
+            rounds = [r for r in runs[(world, style)].values() if "gyre" in r and "gloo" in r]
+            sps = {b: [r[b]["samples_per_s"] for r in rounds] for b in ("gyre", "gloo")}
+            ms = {b: statistics.median(r[b]["step_ms"] for r in rounds) for b in ("gyre", "gloo")}
+            ratio = [r["gyre"]["samples_per_s"] / r["gloo"]["samples_per_s"] for r in rounds]
+            med = statistics.median(ratio)
+            load = [r[b]["load1"] for r in rounds for b in ("gyre", "gloo")]
+            target = targets.get(style)
+            rows.append([where(world), STYLE_LABELS[style],
+                         f"{thousands(min(sps['gyre']))}-{thousands(max(sps['gyre']))}",
+                         f"{thousands(min(sps['gloo']))}-{thousands(max(sps['gloo']))}",
+                         f"**{med:.2f}x** ({num_range(ratio)}, {len(rounds)} rounds)",
+                         f"{ms['gyre']:.0f} / {ms['gloo']:.0f}", num_range(load, "{:.1f}"),
+                         f"{target}x: {'met' if med >= target else '**missed**'}" if target else "-"])
+    return header, rows, sources
+
+
 TABLES = {
     "peers_quiet": t_peers_quiet, "peers_first": t_peers_first,
     "cpu_bound": t_cpu_bound, "slots": t_slots, "one_host_quiet": t_one_host_quiet,
@@ -391,6 +435,9 @@ TABLES = {
     "hier": t_hier, "torch_allreduce": t_torch_allreduce, "ddp_one_host": t_ddp_one_host,
     "ddp_netns": t_ddp_netns, "gpu": t_gpu,
 }
+# docs/pytorch.md's tables (the page is edited by hand around them).
+PYTORCH_TABLES = {"torch_styles": t_torch_styles}
+PAGES = {PAGE: TABLES, PYTORCH_PAGE: PYTORCH_TABLES}
 
 
 # ---------------------------------------------------------------- the page
@@ -411,8 +458,8 @@ def source_line(src):
     return f"[{shown}](../bench/results/{shown}), {meta['date']}, {meta['machine']}, {meta['commit']}{note}"
 
 
-def render(name):
-    header, rows, sources = TABLES[name]()
+def render(name, tables):
+    header, rows, sources = tables[name]()
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     lines.append("")
@@ -424,7 +471,7 @@ MARK = re.compile(r"^<!-- table: (\S+) -->$")
 END = "<!-- end table -->"
 
 
-def regenerate(text):
+def regenerate(text, tables=TABLES):
     out, lines, i, seen = [], text.splitlines(), 0, set()
     while i < len(lines):
         out.append(lines[i])
@@ -433,17 +480,17 @@ def regenerate(text):
         if not m:
             continue
         name = m.group(1)
-        if name not in TABLES:
-            raise SystemExit(f"bench_tables: unknown table '{name}' (known: {', '.join(TABLES)})")
+        if name not in tables:
+            raise SystemExit(f"bench_tables: unknown table '{name}' (known: {', '.join(tables)})")
         seen.add(name)
         while i < len(lines) and lines[i] != END:
             i += 1
         if i == len(lines):
             raise SystemExit(f"bench_tables: table '{name}' has no '{END}'")
-        out += render(name)
+        out += render(name, tables)
         out.append(lines[i])
         i += 1
-    missing = set(TABLES) - seen
+    missing = set(tables) - seen
     if missing:
         raise SystemExit(f"bench_tables: the page has no marker for {', '.join(sorted(missing))}")
     return "\n".join(out) + "\n"
@@ -452,20 +499,27 @@ def regenerate(text):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true", help="exit 1 with a diff where the page differs")
-    ap.add_argument("--page", type=Path, default=PAGE)
+    ap.add_argument("--page", type=Path, help="only this page (its name picks its tables)")
     args = ap.parse_args()
-    text = args.page.read_text()
-    new = regenerate(text)
-    if args.check:
-        if new != text:
-            sys.stdout.writelines(difflib.unified_diff(
-                text.splitlines(True), new.splitlines(True), str(args.page), "from bench/results"))
-            print(f"bench_tables: {args.page} differs from bench/results; run tools/bench_tables.py")
-            return 1
-        return 0
-    if new != text:
-        args.page.write_text(new)
-    return 0
+    pages = PAGES
+    if args.page:
+        known = {p.name: t for p, t in PAGES.items()}
+        if args.page.name not in known:
+            raise SystemExit(f"bench_tables: no tables for {args.page} (pages: {', '.join(known)})")
+        pages = {args.page: known[args.page.name]}
+    rc = 0
+    for page, tables in pages.items():
+        text = page.read_text()
+        new = regenerate(text, tables)
+        if args.check:
+            if new != text:
+                sys.stdout.writelines(difflib.unified_diff(
+                    text.splitlines(True), new.splitlines(True), str(page), "from bench/results"))
+                print(f"bench_tables: {page} differs from bench/results; run tools/bench_tables.py")
+                rc = 1
+        elif new != text:
+            page.write_text(new)
+    return rc
 
 
 if __name__ == "__main__":
