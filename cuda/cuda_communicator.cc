@@ -110,8 +110,7 @@ class CudaCommunicator::Impl {
   // Every rank takes the same decision (IpcPeers::open is collective); one line says which.
   void setUpIpc() {
     std::string notWanted;
-    const char* env = std::getenv("GYRE_CUDA_IPC");
-    if (env != nullptr && std::string(env) == "0") {
+    if (!host_->options().cudaIpc) {
       notWanted = "GYRE_CUDA_IPC=0";
     } else if (!options_.ipc) {
       notWanted = "CudaOptions::ipc is false";

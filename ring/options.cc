@@ -82,6 +82,9 @@ Options Options::fromEnvironment() {
     else fail(ErrorCode::kInvalidArgument,
               "GYRE_SYNC_PRIORITY='{}': use auto, realtime, nice or normal", s);
   }
+  if (const char* v = settingText("GYRE_CUDA_IPC")) {
+    o.cudaIpc = parseIntegerSetting(v, "GYRE_CUDA_IPC", 0, 1) == 1;
+  }
   if (const char* v = settingText("GYRE_BIND")) {
     std::string s(v);
     if (s == "none") o.bind = CpuBinding::kNone;

@@ -73,6 +73,9 @@ struct RingOptions {
   // DistributedSampler"). Its waits sleep after GYRE_SPIN_US, so it never holds a core for
   // long; the kernel's RT throttling bounds it besides.
   ThreadPriority syncPriority = ThreadPriority::kAuto;
+  // GYRE_CUDA_IPC=0|1: 0 keeps device buffers on the staged path even where every rank is
+  // on one host (cuda/, above ring, reads it here; docs/gpu.md).
+  bool cudaIpc = true;
 };
 
 struct GYRE_API Options : BaseOptions, CollectiveOptions, RingOptions {

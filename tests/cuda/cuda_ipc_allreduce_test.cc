@@ -325,10 +325,12 @@ TEST_F(CudaIpcAllReduce, TheCallReturnsBeforeThePeersCall) {
 }
 
 TEST_F(CudaIpcAllReduce, OptOutKeepsTheStagedPath) {
+  // Read with the other GYRE_* settings, when the host communicator's options are parsed.
+  ::setenv("GYRE_CUDA_IPC", "0", 1);
+  const SpawnOptions optedOut = spawnOptions();
+  ::unsetenv("GYRE_CUDA_IPC");
   spawn(2, [](Communicator& comm) {
-    ::setenv("GYRE_CUDA_IPC", "0", 1);
     auto cuda = ipcCommunicator(comm, smallRounds(), false);
-    ::unsetenv("GYRE_CUDA_IPC");
     cudaStream_t stream;
     cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
     checkAgainstHost(comm, *cuda, stream, DataType::kInt32, ReduceOp::kSum, 1000, true);
@@ -343,7 +345,7 @@ TEST_F(CudaIpcAllReduce, OptOutKeepsTheStagedPath) {
     }
     check(code == ErrorCode::kInvalidArgument, "a staged communicator must refuse broadcast");
     cudaStreamDestroy(stream);
-  }, spawnOptions());
+  }, optedOut);
 }
 
 #if GYRE_FAKE_CUDA
