@@ -6,7 +6,10 @@
 # ddp_test), dist_suite (torch's own distributed_test.py, the expected-pass list, world 2
 # and 3), features (ddp_features_test), frameworks (frameworks_test: Lightning and
 # Accelerate against gloo; 77 where they are not installed), version (torch_version_check_test
-# alone: the recorded torch and gyre_torch.__version__ against GYRE_PROJECT_VERSION).
+# alone: the recorded torch and gyre_torch.__version__ against GYRE_PROJECT_VERSION),
+# style_suite (torch's DTensor/TP/FSDP2/pipelining test files from the pytorch checkout in
+# GYRE_PYTORCH_SRC, default ~/.cache/gyre/pytorch-src, the expected-pass lists of
+# torch_style_suite/; 77 where that checkout or expecttest is missing).
 # Exit 77 (ctest: skipped) with the reason when that torch line is not installed.
 set -euo pipefail
 line=$1 out=$2 gyrerun=${3:-} what=${4:-backend}
@@ -58,5 +61,13 @@ case $what in
   features) "$py" "$here/ddp_features_test.py" --world 2,3 ;;
   frameworks) "$py" "$here/frameworks_test.py" ${gyrerun:+--gyrerun "$gyrerun"} ;;
   version) "$py" "$here/torch_version_check_test.py" ;;
+  style_suite)
+    if ! "$py" -c "import expecttest" 2>/dev/null; then
+      echo "SKIPPED: torch's test utilities need expecttest for $py (tools/torch_venv.sh)"
+      exit 77
+    fi
+    "$py" "$here/torch_style_suite.py" --backend gyre --only-expected \
+      --src "${GYRE_PYTORCH_SRC:-$HOME/.cache/gyre/pytorch-src}" \
+      --expect "$here/torch_style_suite" --json "$out/style_suite.json" ;;
   *) echo "run_suite.sh: unknown WHAT '$what'" >&2; exit 2 ;;
 esac
