@@ -55,6 +55,7 @@ DEFAULT_FILES = [
 
 ENV_BACKEND = "GYRE_STYLE_BACKEND"  # read by this file in every spawned rank
 ENV_DIRS = "GYRE_STYLE_DIRS"        # the test files' folders, for the ranks' imports
+ENV_START = "GYRE_STYLE_START"      # fork or spawn: how MultiProcessTestCase starts ranks
 
 
 def _substitute(backend):
@@ -104,6 +105,19 @@ def _patch():
             scope[copy.__name__] = copy  # where the spawned ranks unpickle it from
 
     common_device_type.instantiate_device_type_tests = instantiate_device_type_tests
+
+    from torch.testing._internal.common_distributed import MultiProcessTestCase
+    spawn = MultiProcessTestCase._spawn_processes
+
+    def start_processes(self):
+        # fork: each rank starts with torch imported, where spawn makes every rank of
+        # every test import it again (tens of seconds a test on 2 loaded cores).
+        if os.environ.get(ENV_START, "fork") == "fork":
+            import torch.multiprocessing as tmp
+            return self._start_processes(tmp.get_context("fork").Process)
+        return spawn(self)
+
+    MultiProcessTestCase._spawn_processes = start_processes
 
 
 def _setup():
@@ -270,6 +284,7 @@ def compare(args):
     for backend in ("gloo", "gyre"):
         path = f"{args.json or 'torch_style_suite'}.{backend}.json"
         cmd = [sys.executable, here, "--src", args.src, "--backend", backend,
+               "--start", args.start,
                "--files", ",".join(args.files), "--json", path]
         for sub in args.k:
             cmd += ["-k", sub]
@@ -313,6 +328,8 @@ def main():
     p.add_argument("--only-expected", dest="tests_only_expected", action="store_true",
                    help="run only the tests the --expect lists name")
     p.add_argument("--list", action="store_true", help="print the selection and exit")
+    p.add_argument("--start", default="fork", choices=["fork", "spawn"],
+                   help="how the ranks of a MultiProcessTestCase start (torch: spawn)")
     p.add_argument("--compare", action="store_true", help="gloo then gyre, and a table")
     p.add_argument("--timeout", type=int, default=7200, help="--compare: per backend, s")
     args = p.parse_args()
@@ -325,6 +342,7 @@ def main():
               "--src or GYRE_PYTORCH_SRC, a checkout of pytorch at this torch's "
               "torch.version.git_version")
         return 77
+    os.environ[ENV_START] = args.start
     os.environ[ENV_DIRS] = os.pathsep.join(sorted({
         os.path.dirname(os.path.join(args.src, "test", "distributed", f)) for f in args.files}))
     if args.compare:
