@@ -10,6 +10,7 @@
 # style_suite (torch's DTensor/TP/FSDP2/pipelining test files from the pytorch checkout in
 # GYRE_PYTORCH_SRC, default ~/.cache/gyre/pytorch-src, the expected-pass lists of
 # torch_style_suite/; 77 where that checkout or expecttest is missing).
+# surface (surface_test: the Backend methods beyond the plain collectives, against gloo).
 # Exit 77 (ctest: skipped) with the reason when that torch line is not installed.
 set -euo pipefail
 line=$1 out=$2 gyrerun=${3:-} what=${4:-backend}
@@ -69,5 +70,6 @@ case $what in
     "$py" "$here/torch_style_suite.py" --backend gyre --only-expected \
       --src "${GYRE_PYTORCH_SRC:-$HOME/.cache/gyre/pytorch-src}" \
       --expect "$here/torch_style_suite" --json "$out/style_suite.json" ;;
+  surface) "$py" "$here/surface_test.py" --world 2,4 ;;
   *) echo "run_suite.sh: unknown WHAT '$what'" >&2; exit 2 ;;
 esac

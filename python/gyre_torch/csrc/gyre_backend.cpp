@@ -84,8 +84,12 @@ GyreBackend::~GyreBackend() {
 }
 
 c10::intrusive_ptr<GyreWork> GyreBackend::newWork(c10d::OpType type, const std::string& what) {
-  ++sequence_;
-  return c10::make_intrusive<GyreWork>(rank_, type, what, comm_, completer_);
+  // Collectives only: send/recv differ between ranks, and torch's sequence number is
+  // compared across the group (gloo counts the same way).
+  if (type != c10d::OpType::SEND && type != c10d::OpType::RECV) ++sequence_;
+  auto work = c10::make_intrusive<GyreWork>(rank_, type, what, comm_, completer_);
+  if (coalescing_) coalesced_.push_back(work);  // a member of endCoalescing's Work
+  return work;
 }
 
 void GyreBackend::issue(GyreWork& work, const std::string& what,
@@ -163,7 +167,16 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::allreduce_coalesced(
   // One all-reduce of the tensors flattened together (they share a dtype, as torch checks).
   if (tensors.empty()) throw std::invalid_argument("gyre: allreduce_coalesced of no tensors");
   std::vector<at::Tensor> flats;
-  for (const at::Tensor& t : tensors) flats.push_back(t.to(at::kCPU).reshape({-1}));
+  for (const at::Tensor& t : tensors) {
+    if (t.scalar_type() != tensors.front().scalar_type()) {
+      throw std::invalid_argument(std::string("gyre: allreduce_coalesced: the tensors must share "
+                                              "a dtype; got ") +
+                                  c10::toString(tensors.front().scalar_type()) + " and " +
+                                  c10::toString(t.scalar_type()));
+    }
+    if (t.layout() != at::kStrided) throwNotDense(t);
+    flats.push_back(t.to(at::kCPU).reshape({-1}));
+  }
   std::vector<at::Tensor> packed{at::cat(flats)};
   c10d::AllreduceOptions single;
   single.reduceOp = opts.reduceOp;

@@ -68,6 +68,48 @@ class GyreBackend : public BackendBase {
 
   const std::string getBackendName() const override { return "gyre"; }
 
+  // Coalescing (torch.distributed._coalescing_manager with a device, batch_isend_irecv):
+  // collectives issued between startCoalescing and endCoalescing run as issued; their
+  // Works become members of the one Work endCoalescing returns (it finishes when they
+  // all have, and fails with the first failure). send/recv in between are held back and
+  // run when the batch ends, each send paired with a receive in one gyreSendRecv, so
+  // that the order of sends and receives in the batch cannot deadlock (docs/pytorch.md,
+  // "Backend methods").
+#if TORCH_VERSION_MAJOR >= 2
+  bool supportsCoalescing() const override { return true; }
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+  c10::intrusive_ptr<Options> getBackendOptions() override;
+  // dist.split_group: gyreCommSplit over this group's communicator (collective over every
+  // rank of this group; the ranks outside `ranks` get nullptr).
+  bool supportsSplitting() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
+                                          const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<Options>& opts) override;
+  // ProcessGroup.merge_remote_group: not supported (a clear error).
+  c10::intrusive_ptr<c10d::Backend> merge(const c10::intrusive_ptr<c10d::Store>& store,
+                                          const c10::intrusive_ptr<Options>& opts,
+                                          const int& rank, const int& size) override;
+  // Several all_gather_into_tensor / reduce_scatter_tensor as one gyre operation when
+  // they share a dtype (and reduction), else one gyre operation each under one Work.
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  // dist.gather_single / gather_into_tensor: the root receives every rank's tensor into
+  // its part of one output.
+  c10::intrusive_ptr<c10d::Work> gather_into_tensor(at::Tensor& output, at::Tensor& input,
+                                                    const c10d::GatherOptions& opts) override;
+  // Sparse all_reduce: not supported (a clear error naming the dense alternative).
+  c10::intrusive_ptr<c10d::Work> allreduce_sparse(std::vector<at::Tensor>& tensors,
+                                                  const c10d::AllreduceOptions& opts) override;
+#else
+  void startCoalescing() override;
+  void endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>& reqs) override;
+#endif
+
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
@@ -134,6 +176,20 @@ class GyreBackend : public BackendBase {
                                              const at::Tensor& recv,
                                              std::vector<size_t> recvCounts);
 
+  // With issue_ held: runs the send/recv held back since startCoalescing.
+  void runHeldPointToPoint();
+  // A send or recv held back in a batch: its message buffer (the int64 tag, then the
+  // payload) and its Work, finished when the batch ends.
+  struct HeldMessage {
+    bool send;
+    int peer;
+    at::Tensor message;
+    c10::intrusive_ptr<GyreWork> work;
+  };
+  // With issue_ held: send's / recv's Work, its message issued now or held (coalescing).
+  void sendOrHold(const c10::intrusive_ptr<GyreWork>& work, const std::string& what,
+                  bool send, int peer, const at::Tensor& message);
+
   const c10::intrusive_ptr<c10d::Store> store_;
   const std::chrono::milliseconds timeout_;
   std::shared_ptr<CommHandle> comm_;
@@ -141,6 +197,17 @@ class GyreBackend : public BackendBase {
   std::mutex issue_;
   uint64_t sequence_ = 0;  // operations issued (torch's sequence number)
   uint64_t monitoredBarriers_ = 0;
+  // Between startCoalescing and endCoalescing: the Works issued (in order) and the
+  // send/recv held back.
+  bool coalescing_ = false;
+  std::vector<c10::intrusive_ptr<GyreWork>> coalesced_;
+  std::vector<HeldMessage> held_;
+#if TORCH_VERSION_MAJOR >= 2
+  // torch's splitGroup calls split once per device type the group serves (gyre's: cpu
+  // and cuda) with the same store until one returns a backend: a rank outside the new
+  // group would call gyreCommSplit again, alone. The store of its last such call.
+  c10::intrusive_ptr<c10d::Store> outsideSplitStore_;
+#endif
 };
 
 }  // namespace gyre_torch

@@ -2,6 +2,7 @@
 // so a receiver checks the tag it asked for: gyre delivers the messages between two ranks
 // in the order they were sent and cannot pick one by tag, so a different tag is an error
 // naming both instead of silently wrong data.
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -29,11 +30,8 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::send(std::vector<at::Tensor>& tensor
                 bytesOf(payload));
   }
   auto work = newWork(c10d::OpType::SEND, what);
-  issue(*work, what, [&](gyreComm_t comm, gyreRequest_t* request) {
-    return gyreSendAsync(message.data_ptr(), message.numel(), gyreUint8, dstRank, comm, request);
-  });
-  work->keepAlive(message);
   work->setOutputs(tensors);
+  sendOrHold(work, what, /*send=*/true, dstRank, message);
   return work;
 }
 
@@ -46,10 +44,6 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::recv(std::vector<at::Tensor>& tensor
   at::Tensor message = at::empty({static_cast<int64_t>(kHeaderBytes + bytesOf(tensor))},
                                  at::TensorOptions().dtype(at::kByte));
   auto work = newWork(c10d::OpType::RECV, what);
-  issue(*work, what, [&](gyreComm_t comm, gyreRequest_t* request) {
-    return gyreRecvAsync(message.data_ptr(), message.numel(), gyreUint8, srcRank, comm, request);
-  });
-  work->keepAlive(message);
   work->addFinisher([tensor, message, tag, srcRank]() mutable {
     int64_t sent = 0;
     std::memcpy(&sent, message.data_ptr(), kHeaderBytes);
@@ -68,8 +62,130 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::recv(std::vector<at::Tensor>& tensor
     if (!sameStorage(staged, tensor)) tensor.copy_(staged);
   });
   work->setOutputs({tensor});
+  sendOrHold(work, what, /*send=*/false, srcRank, message);
   return work;
 }
+
+void GyreBackend::sendOrHold(const c10::intrusive_ptr<GyreWork>& work, const std::string& what,
+                             bool send, int peer, const at::Tensor& message) {
+  work->keepAlive(message);
+  if (coalescing_) {
+    work->defer();
+    held_.push_back(HeldMessage{send, peer, message, work});
+    return;
+  }
+  issue(*work, what, [&](gyreComm_t comm, gyreRequest_t* request) {
+    return send ? gyreSendAsync(message.data_ptr(), message.numel(), gyreUint8, peer, comm,
+                                request)
+                : gyreRecvAsync(message.data_ptr(), message.numel(), gyreUint8, peer, comm,
+                                request);
+  });
+}
+
+// The batch's i-th send and i-th receive run together in one gyreSendRecv (gyre runs one
+// operation at a time, so a receive issued before a send would wait for a peer that is
+// itself waiting to receive); the sends or receives left over run one by one after.
+// Between two ranks, messages keep their order in each direction.
+void GyreBackend::runHeldPointToPoint() {
+  std::vector<HeldMessage> held = std::move(held_);
+  held_.clear();
+  std::vector<HeldMessage*> sends, recvs;
+  for (HeldMessage& m : held) (m.send ? sends : recvs).push_back(&m);
+  gyreResult_t failed = gyreSuccess;
+  std::string why;
+  auto fail = [&](gyreResult_t result, const std::string& message) {
+    if (failed == gyreSuccess) {
+      failed = result;
+      why = message;
+    }
+  };
+  const size_t pairs = std::min(sends.size(), recvs.size());
+  for (size_t i = 0; i < pairs; ++i) {
+    HeldMessage& s = *sends[i];
+    HeldMessage& r = *recvs[i];
+    if (failed == gyreSuccess) {
+      gyreResult_t result = gyreCommNameNextCall(comm_->comm, "batch_isend_irecv");
+      if (result == gyreSuccess) {
+        result = gyreSendRecv(s.message.data_ptr(), s.message.numel(), s.peer,
+                              r.message.data_ptr(), r.message.numel(), r.peer, gyreUint8,
+                              comm_->comm);
+      }
+      if (result != gyreSuccess) {
+        fail(result, "batch_isend_irecv: the send to rank " + std::to_string(s.peer) +
+                         " with the receive from rank " + std::to_string(r.peer) + ": " +
+                         gyreGetLastError(nullptr));
+        s.work->finishDeferred(failed, why);
+        r.work->finishDeferred(failed, why);
+        continue;
+      }
+    }
+    s.work->finishDeferred(failed, failed == gyreSuccess ? "" : "not run: " + why);
+    r.work->finishDeferred(failed, failed == gyreSuccess ? "" : "not run: " + why);
+  }
+  auto rest = [&](std::vector<HeldMessage*>& list) {
+    for (size_t i = pairs; i < list.size(); ++i) {
+      HeldMessage& m = *list[i];
+      if (failed != gyreSuccess) {
+        m.work->finishDeferred(failed, "not run: " + why);
+        continue;
+      }
+      try {
+        issue(*m.work, m.send ? "send" : "recv", [&](gyreComm_t comm, gyreRequest_t* request) {
+          return m.send ? gyreSendAsync(m.message.data_ptr(), m.message.numel(), gyreUint8,
+                                        m.peer, comm, request)
+                        : gyreRecvAsync(m.message.data_ptr(), m.message.numel(), gyreUint8,
+                                        m.peer, comm, request);
+        });
+        m.work->release();
+      } catch (const std::exception& e) {
+        fail(gyreInternalError, e.what());
+        m.work->finishDeferred(failed, why);
+      }
+    }
+  };
+  rest(sends);
+  rest(recvs);
+}
+
+void GyreBackend::startCoalescing() {
+  std::lock_guard<std::mutex> lock(issue_);
+  // A batch whose end never came (torch raised inside _coalescing_manager): its held
+  // send/recv run now, as every rank's do, and a new batch begins.
+  if (coalescing_) runHeldPointToPoint();
+  coalesced_.clear();
+  coalescing_ = true;
+}
+
+#if TORCH_VERSION_MAJOR >= 2
+c10::intrusive_ptr<c10d::Work> GyreBackend::endCoalescing() {
+  std::lock_guard<std::mutex> lock(issue_);
+  if (!coalescing_) {
+    throw std::invalid_argument("gyre: endCoalescing without startCoalescing");
+  }
+  runHeldPointToPoint();
+  coalescing_ = false;
+  std::vector<c10::intrusive_ptr<GyreWork>> members = std::move(coalesced_);
+  coalesced_.clear();
+  auto group = c10::make_intrusive<GyreWork>(
+      rank_, c10d::OpType::COALESCED,
+      "coalesced group of " + std::to_string(members.size()) + " operations", comm_, completer_);
+  std::vector<at::Tensor> outputs;
+  for (auto& member : members) {
+    for (const at::Tensor& t : member->result()) outputs.push_back(t);
+    group->addChild(member);
+  }
+  group->setOutputs(outputs);
+  return group;
+}
+#else
+void GyreBackend::endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>& /*reqs: ours*/) {
+  std::lock_guard<std::mutex> lock(issue_);
+  if (!coalescing_) return;
+  runHeldPointToPoint();
+  coalescing_ = false;
+  coalesced_.clear();
+}
+#endif
 
 c10::intrusive_ptr<c10d::Work> GyreBackend::recvAnysource(std::vector<at::Tensor>&, int) {
   throw std::invalid_argument(

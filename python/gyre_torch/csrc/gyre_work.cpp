@@ -36,14 +36,43 @@ void GyreWork::failNow(std::exception_ptr error) {
   error_ = std::move(error);
 }
 
+void GyreWork::finishDeferred(gyreResult_t result, const std::string& gyreMessage) {
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  {
+    std::lock_guard<std::mutex> lock(state_);
+    deferred_ = false;
+    if (finished_) return;
+    finishLocked(result, gyreMessage);
+    future = future_;
+  }
+  if (future) completeFutureLocked();
+}
+
 bool GyreWork::finishWaiting(long long timeoutMs, bool completeHere) {
   {
     std::lock_guard<std::mutex> lock(state_);
     if (finished_) return false;
   }
+  if (deferred_) {
+    throw failure(
+        "waited on before its batch ended: a send/recv issued between startCoalescing and "
+        "endCoalescing (batch_isend_irecv, _coalescing_manager) runs when the batch ends; "
+        "wait on the Work the batch returns");
+  }
+  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(timeoutMs);
+  // A group's members first, each within what is left of the timeout.
+  std::exception_ptr childError;
+  for (auto& child : children_) {
+    long long left = -1;
+    if (timeoutMs >= 0) {
+      left = std::max<long long>(0, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                        deadline - Clock::now()).count());
+    }
+    child->finishWaiting(left);
+    if (!childError) childError = child->exception();
+  }
   gyreResult_t first = gyreSuccess;
   std::string message;
-  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(timeoutMs);
   bool timedOut = false;
   for (gyreRequest_t request : requests_) {
     gyreResult_t result;
@@ -74,7 +103,14 @@ bool GyreWork::finishWaiting(long long timeoutMs, bool completeHere) {
   {
     std::lock_guard<std::mutex> lock(state_);
     if (finished_) return false;
-    finishLocked(first, message);
+    if (childError && first == gyreSuccess) {
+      error_ = childError;  // the group failed with its member: no results to copy
+      finished_ = true;
+      buffers_.clear();
+      finishers_.clear();
+    } else {
+      finishLocked(first, message);
+    }
     future = future_;
   }
   if (future && completeHere) completeFutureLocked();
@@ -112,6 +148,10 @@ bool GyreWork::isCompleted() {
     std::lock_guard<std::mutex> lock(state_);
     if (finished_) return true;
   }
+  if (deferred_) return false;
+  for (auto& child : children_) {
+    if (!child->isCompleted()) return false;
+  }
   for (gyreRequest_t request : requests_) {
     int done = 0;
     if (gyreTest(request, &done) == gyreInProgress || !done) return false;
@@ -147,6 +187,10 @@ c10::intrusive_ptr<c10::ivalue::Future> GyreWork::getFuture() {
   {
     std::lock_guard<std::mutex> lock(state_);
     if (future_) return future_;
+    if (deferred_) {
+      throw failure("its future was asked for before its batch ended (a send/recv between "
+                    "startCoalescing and endCoalescing): use the Work the batch returns");
+    }
     std::vector<c10::Device> devices;
     for (const at::Tensor& t : outputs_) {
       if (!t.is_cpu()) devices.push_back(t.device());

@@ -18,6 +18,7 @@
 // Thread safety: every public method may be called from any thread.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -63,6 +64,16 @@ class GyreWork : public c10d::Work {
   void addFinisher(std::function<void()> finisher) { finishers_.push_back(std::move(finisher)); }
   // A Work that failed before issuing anything (its wait() rethrows error).
   void failNow(std::exception_ptr error);
+  // Works this one finishes with: it waits for each in order, its outputs are theirs,
+  // and the first one's failure is its own (a coalesced group's Work, endCoalescing).
+  void addChild(c10::intrusive_ptr<GyreWork> child) { children_.push_back(std::move(child)); }
+  // A Work whose operation is held back until its batch ends (send/recv between
+  // startCoalescing and endCoalescing): waiting on it before then throws. release()
+  // ends that once its request is added (or finishes it with result, for an
+  // operation the batch ran itself).
+  void defer() { deferred_ = true; }
+  void release() { deferred_ = false; }
+  void finishDeferred(gyreResult_t result, const std::string& gyreMessage);
 
   bool isCompleted() override;
   bool isSuccess() const override;
@@ -96,6 +107,8 @@ class GyreWork : public c10d::Work {
   std::vector<at::Tensor> buffers_;
   std::vector<at::Tensor> outputs_;
   std::vector<std::function<void()>> finishers_;
+  std::vector<c10::intrusive_ptr<GyreWork>> children_;
+  std::atomic<bool> deferred_{false};
 
   mutable std::mutex state_;  // guards everything below
   bool finished_ = false;
