@@ -46,7 +46,6 @@ DEFAULT_FILES = [
     "tensor/test_redistribute.py",
     "tensor/parallel/test_tp_examples.py",
     "tensor/parallel/test_tp_style.py",
-    "tensor/parallel/test_parallelize_api.py",
     "_composable/fsdp/test_fully_shard_training.py",
     "_composable/fsdp/test_fully_shard_comm.py",
     "pipelining/test_schedule_multiproc.py",
