@@ -11,6 +11,9 @@
 # death, 10 runs; torch >= 2.15),
 # styles (styles_test: FSDP2, DCP, tensor and pipeline parallelism, DTensor, functional
 # collectives on gyre against gloo; 77 on torch < 2.6),
+# style_suite (torch's DTensor/TP/FSDP2/pipelining test files from the pytorch checkout in
+# GYRE_PYTORCH_SRC, default ~/.cache/gyre/pytorch-src, the expected-pass lists of
+# torch_style_suite/; 77 where that checkout or expecttest is missing),
 # surface (surface_test: the Backend methods beyond the plain collectives, against gloo).
 # Exit 77 (ctest: skipped) with the reason when that torch line is not installed.
 set -euo pipefail
@@ -73,6 +76,14 @@ case $what in
   version) "$py" "$here/torch_version_check_test.py" ;;
   recovery) "$py" "$here/recovery_torch_test.py" ${gyrerun:+--gyrerun "$gyrerun"} ;;
   styles) "$py" "$here/styles_test.py" --world 4,2 ;;
+  style_suite)
+    if ! "$py" -c "import expecttest" 2>/dev/null; then
+      echo "SKIPPED: torch's test utilities need expecttest for $py (tools/torch_venv.sh)"
+      exit 77
+    fi
+    "$py" "$here/torch_style_suite.py" --backend gyre --only-expected \
+      --src "${GYRE_PYTORCH_SRC:-$HOME/.cache/gyre/pytorch-src}" \
+      --expect "$here/torch_style_suite" --json "$out/style_suite.json" ;;
   surface) "$py" "$here/surface_test.py" --world 2,4 ;;
   *) echo "run_suite.sh: unknown WHAT '$what'" >&2; exit 2 ;;
 esac
