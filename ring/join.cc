@@ -130,8 +130,8 @@ std::string processIdentity() {
 std::string describeStore(Store& store) {
   Store* s = &store;
   while (auto* p = dynamic_cast<PrefixStore*>(s)) s = p->inner().get();
-  if (auto* t = dynamic_cast<TcpStore*>(s)) return t->address();
-  return "the bootstrap store";
+  if (auto* t = dynamic_cast<TcpStore*>(s)) return "the bootstrap store at " + t->address();
+  return "the caller's bootstrap store";
 }
 
 bool servesStore(Store& store) {
@@ -167,7 +167,7 @@ std::string Join::claimPrefix() {
   std::string holder = store_.getString(owner);
   if (holder != me) {
     Error taken(ErrorCode::kInvalidArgument,
-                fmt::format("rank {0}: rank {0} on the bootstrap store at {1} is already held by "
+                fmt::format("rank {0}: rank {0} on {1} is already held by "
                             "another process ({2}): two processes were given RANK={0} (are "
                             "--nnodes, --nproc_per_node and --node_rank right on every node?), or "
                             "another job uses the same MASTER_ADDR:MASTER_PORT",
@@ -213,7 +213,7 @@ std::vector<Claim> Join::checkIn(const Claim& mine) {
     LogLevel level =
         took * 1000 >= static_cast<double>(options_.joinProgressFirst.count()) ? LogLevel::kWarn
                                                                                : LogLevel::kInfo;
-    log(level, rank_, "all {} ranks joined in {:.1f} s (store {})", size_, took, storeName_);
+    log(level, rank_, "all {} ranks joined in {:.1f} s ({})", size_, took, storeName_);
   }
   return byRank_;
 }
@@ -230,7 +230,7 @@ void Join::absorb(const Claim& mine) {
     const bool authentic = checkClaim(signedText, seen_, &text);
     if (!Claim::decode(text, &c)) {
       fail(ErrorCode::kInvalidArgument,
-           "rank {}: a malformed check-in reached the store at {} (a different gyre version, or "
+           "rank {}: a malformed check-in reached {} (a different gyre version, or "
            "another program using the port?)",
            rank_, storeName_);
     }
@@ -239,7 +239,7 @@ void Join::absorb(const Claim& mine) {
     // of what it says can be believed.
     if (!authentic) {
       fail(ErrorCode::kInvalidArgument,
-           "rank {}: check-in {} in the store at {} (it claims to be rank {} at {}) is not "
+           "rank {}: check-in {} in {} (it claims to be rank {} at {}) is not "
            "signed with the job's secret: a rank without this secret (GYRE_TOKEN / "
            "GYRE_TOKEN_FILE) or someone else wrote or rewrote it. Refusing to connect to it",
            rank_, seen_, storeName_, c.rank, c.address);
@@ -351,7 +351,7 @@ void Join::leave() {
     arrive("left", "finishing creation");
   } catch (const Error& e) {
     if (rank_ == 0 || e.cause() != ErrorCause::kStoreLost) throw;
-    log(LogLevel::kWarn, rank_, "the bootstrap store at {} went away right after every rank "
+    log(LogLevel::kWarn, rank_, "{} went away right after every rank "
         "had created the communicator (did rank 0's process end?); going on: {}",
         storeName_, e.what());
     return;
@@ -361,7 +361,7 @@ void Join::leave() {
 
 Error Join::explainStoreLoss(const Error& e) const {
   return Error(ErrorCode::kRemoteError,
-               fmt::format("rank {}: the bootstrap store at {} went away after {:.1f} s, while "
+               fmt::format("rank {}: {} went away after {:.1f} s, while "
                            "{}: the process serving it (rank 0) exited or failed, and its own "
                            "output says why ({})",
                            rank_, storeName_, seconds(), phase_, e.what()),
@@ -425,13 +425,13 @@ void Join::watch(Ready&& ready, Progress&& progress, const char* what) {
     const Clock::time_point now = Clock::now();
     if (now >= deadline) {
       fail(ErrorCode::kTimeout,
-           "rank {}: {} did not complete after {:.1f} s (GYRE_JOIN_TIMEOUT={} s): {}; store {}. "
+           "rank {}: {} did not complete after {:.1f} s (GYRE_JOIN_TIMEOUT={} s): {}; {}. "
            "Are all nodes started, with the same --nnodes/--nproc_per_node, and MASTER_ADDR/"
            "MASTER_PORT naming rank 0's node?",
            rank_, what, seconds(), options_.joinTimeout.count() / 1000.0, progress(), storeName_);
     }
     if (now >= nextReport) {
-      log(LogLevel::kWarn, rank_, "{} for {:.0f} s: {}; store {} (gives up at {} s, GYRE_JOIN_TIMEOUT)",
+      log(LogLevel::kWarn, rank_, "{} for {:.0f} s: {}; {} (gives up at {} s, GYRE_JOIN_TIMEOUT)",
           what, seconds(), progress(), storeName_, options_.joinTimeout.count() / 1000.0);
       while (nextReport <= now) nextReport += options_.joinProgressEvery;
     }
@@ -461,7 +461,7 @@ void Join::checkRefusals() {
     if (byRank_[static_cast<size_t>(r)].rank >= 0 || now - since < kRefusedGrace) continue;
     fail(ErrorCode::kInvalidArgument,
          "rank {}: rank {} could not join: a client claiming to be rank {} did not match the "
-         "secret of the bootstrap store at {} (its GYRE_TOKEN / GYRE_TOKEN_FILE differs from "
+         "secret of {} (its GYRE_TOKEN / GYRE_TOKEN_FILE differs from "
          "rank 0's, or one of them has none), and rank {} has not arrived {:.0f} s later",
          rank_, r, r, storeName_, r,
          std::chrono::duration<double>(kRefusedGrace).count());

@@ -161,7 +161,7 @@ class Join {
   const int rank_;
   const int size_;
   const Options options_;
-  const std::string storeName_;
+  const std::string storeName_;  // "the bootstrap store at host:port", for messages
   const char* phase_ = "joining";  // what creation was doing (the last wait or arrival)
   const Clock::time_point start_;
   std::string prefix_;

@@ -16,7 +16,12 @@ namespace {
 std::atomic<long> gAllocations{0};
 }  // namespace
 
-// Counting replacements of the global allocation functions, for this program only.
+// Counting replacements of the global allocation functions, for this program only. They
+// pair malloc with free themselves; GCC, inlining a delete into code that called the
+// standard new, warns that free meets new's pointer.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
 void* operator new(size_t n) {
   gAllocations.fetch_add(1, std::memory_order_relaxed);
   if (void* p = std::malloc(n ? n : 1)) return p;

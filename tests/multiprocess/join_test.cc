@@ -237,7 +237,7 @@ TEST(Join, AMissingRankIsReportedWhileWaitingThenAtTheJoinTimeout) {
       ++lines;
     }
     EXPECT_GE(lines, 2u);
-    EXPECT_NE(out.log.find("store 127.0.0.1:"), std::string::npos);
+    EXPECT_NE(out.log.find("the bootstrap store at 127.0.0.1:"), std::string::npos);
   }
   printCase("rank 2 never started (GYRE_JOIN_TIMEOUT=2.5)", outs);
 }
