@@ -309,7 +309,8 @@ class CudaCommunicator::Impl {
     }
   }
 
-  // An asynchronous failure of the IPC path (a peer lost, an abort anywhere).
+  // An asynchronous failure (of the worker, or of the IPC path: a peer lost, an abort
+  // anywhere): logged, the host communicator aborted, the first one kept for the caller.
   void recordFailure(ErrorCode code, const std::string& message) {
     log(LogLevel::kError, rank_, "{}", message);
     failed_.store(true);
@@ -466,16 +467,9 @@ class CudaCommunicator::Impl {
     std::string inner = e.what();
     const std::string self = fmt::format("rank {}: ", rank_);
     if (inner.rfind(self, 0) == 0) inner.erase(0, self.size());
-    const std::string message = fmt::format("rank {}: {} failed: {}", rank_,
-                                            callText(w.count, w.dtype, w.op, w.seq), inner);
-    log(LogLevel::kError, rank_, "{}", message);
-    failed_.store(true);
-    host_->abort();
-    std::lock_guard<std::mutex> lock(mu_);
-    if (firstError_.empty()) {
-      firstError_ = message;
-      firstCode_ = error != nullptr ? error->code() : ErrorCode::kInternal;
-    }
+    recordFailure(error != nullptr ? error->code() : ErrorCode::kInternal,
+                  fmt::format("rank {}: {} failed: {}", rank_,
+                              callText(w.count, w.dtype, w.op, w.seq), inner));
   }
 
   std::string firstErrorText() {
