@@ -191,22 +191,29 @@ double waitLimitSeconds() {
   return limit;
 }
 
+// When a wait begun now gives up (GYRE_FAKE_CUDA_WAIT_S), and how: the test aborts,
+// saying what it waited for, instead of hanging.
+Clock::time_point waitDeadline() {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                            std::chrono::duration<double>(waitLimitSeconds()));
+}
+[[noreturn]] void abortWaiting(const std::string& what) {
+  std::fprintf(stderr,
+               "fake CUDA: %s: still waiting after %.0f s (a stream that is never released, "
+               "or a deadlock); aborting\n",
+               what.c_str(), waitLimitSeconds());
+  std::fflush(stderr);
+  std::abort();
+}
+
 // Waits (rt().mu held through `lock`) until done(); progress is notified whenever an
 // operation completes, and the timed wait also catches a word changed by other means.
 template <typename Done, typename What>
 void boundedWait(std::unique_lock<std::mutex>& lock, Done done, What what) {
   if (done()) return;
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(waitLimitSeconds()));
+  const auto deadline = waitDeadline();
   while (!done()) {
-    if (Clock::now() >= deadline) {
-      std::fprintf(stderr,
-                   "fake CUDA: %s: still waiting after %.0f s (a stream that is never "
-                   "released, or a deadlock); aborting\n",
-                   std::string(what()).c_str(), waitLimitSeconds());
-      std::fflush(stderr);
-      std::abort();
-    }
+    if (Clock::now() >= deadline) abortWaiting(std::string(what()));
     rt().progress.wait_for(lock, std::chrono::milliseconds(10));
   }
 }
@@ -215,19 +222,11 @@ void boundedWait(std::unique_lock<std::mutex>& lock, Done done, What what) {
 // a futex wait on it, woken by wakeWord(), with the same bound as boundedWait.
 template <typename Done, typename What>
 void sharedWait(std::atomic<uint32_t>* word, Done done, What what) {
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(waitLimitSeconds()));
+  const auto deadline = waitDeadline();
   for (;;) {
     const uint32_t seen = word->load(std::memory_order_acquire);
     if (done(seen)) return;
-    if (Clock::now() >= deadline) {
-      std::fprintf(stderr,
-                   "fake CUDA: %s: still waiting after %.0f s (a stream that is never "
-                   "released, or a deadlock); aborting\n",
-                   std::string(what()).c_str(), waitLimitSeconds());
-      std::fflush(stderr);
-      std::abort();
-    }
+    if (Clock::now() >= deadline) abortWaiting(std::string(what()));
     timespec ts{0, 10 * 1000 * 1000};  // 10 ms: the deadline is checked between waits
     ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, seen, &ts, nullptr, 0);
   }
