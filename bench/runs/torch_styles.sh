@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Training styles (FSDP2, tensor parallelism, DDP: bench/runs/torch_styles.py) on backend
 # gyre against gloo, in alternating rounds: every round runs each (world, style) on gyre
-# and then on gloo, so the ratios come from the same minutes. Each run is one launch per
+# and on gloo (gyre first in odd rounds, gloo first in even ones), so the ratios come
+# from the same minutes. Each run is one launch per
 # host; rank 0's JSON line, with the round, the time and the 1-minute load average read
 # just before the launch, goes to OUT/r<round>.jsonl; OUT/meta.json records the command,
 # commit, machine, date and load. docs/pytorch.md ("Training styles: measured") is made
@@ -97,7 +98,10 @@ for ((r = 1; r <= ROUNDS; r++)); do
   : >"$out/r$r.jsonl"
   for w in $worlds; do
     for s in $STYLES; do
-      for b in gyre gloo; do run_one "$r" "$s" "$b" "$w"; done
+      # Odd rounds run gyre first, even rounds gloo first: neither always gets the
+      # warmer (or the quieter) minute.
+      if ((r % 2)); then order="gyre gloo"; else order="gloo gyre"; fi
+      for b in $order; do run_one "$r" "$s" "$b" "$w"; done
     done
   done
 done
@@ -147,7 +151,7 @@ meta = {
                      + ", OMP_NUM_THREADS=1" + (f"; {args}" if args else "")),
         "styles": "fsdp: fully_shard per block and on the model; tp: parallelize_module, ColwiseParallel "
                   "then RowwiseParallel per block; ddp: DistributedDataParallel, default buckets",
-        "rounds": f"{rounds}, each running every world and style on gyre, then on gloo",
+        "rounds": f"{rounds}, each running every world and style on both backends, gyre first in odd rounds and gloo first in even ones",
         "load": (f"shared machine: other jobs (builds) run beside; load average {load_before} before the "
                  f"first round; the 1-minute load read before each launch is each line's load1 "
                  f"({min(loads):.2f}-{max(loads):.2f}); compare within a round" if loads else "unknown"),

@@ -41,16 +41,18 @@ class TrainElastic : public ::testing::Test {
 
   // Runs the job and SIGKILLs the `victim`-th (0-based, in start order: the local rank)
   // of gyrerun's gyre-train children (not its gyre-store) once rank 0 reports epoch 1
-  // under way. Every wait is bounded.
+  // under way. Every wait is bounded; the job's own (inside the script's) still prints
+  // its log when it hangs.
   RunResult runAndKill(const std::string& gyrerunArgs, int victim) {
     const std::string dir = ::testing::TempDir();
     const std::string err = dir + "train_elastic_" + std::to_string(::getpid()) + ".err";
     const std::string script =
-        "rm -f " + err + "; " + trainCommand(gyrerunArgs) + " 2>" + err + " & job=$!; " +
+        "rm -f " + err + "; timeout -k 5 150 " + trainCommand(gyrerunArgs) + " 2>" + err +
+        " & job=$!; " +
         // epoch 1 under way: a progress line of epoch 1 past its first steps
         "for i in $(seq 1 600); do grep -q \"epoch 1/2 [1-9][0-9]*%\" " + err +
         " 2>/dev/null && break; sleep 0.05; done; "
-        "victim=$(pgrep -P $job -x gyre-train | sed -n " + std::to_string(victim + 1) + "p); "
+        "victim=$(pgrep -P $(pgrep -P $job -x gyrerun) -x gyre-train | sed -n " + std::to_string(victim + 1) + "p); "
         "echo \"killing $victim\" >&2; kill -KILL $victim; wait $job; rc=$?; cat " + err +
         " >&2; rm -f " + err + "; exit $rc";
     return runShell("timeout -k 5 180 bash -c '" + script + "'");
@@ -107,7 +109,9 @@ TEST_F(TrainElastic, TheNodeThatLostARankRestartsIt) {
                           std::to_string(::getpid());
   const std::string train = binary("gyre-train") +
                             " --epochs 2 --max-samples 30000 --progress lines --progress-every 0.02";
-  const std::string node = "env OMP_NUM_THREADS=1 " + binary("gyrerun") +
+  // Each node under its own timeout, inside the script's: a hang still prints both
+  // nodes' logs (gyrerun names what its ranks were doing when it stops them).
+  const std::string node = "timeout -k 5 150 env OMP_NUM_THREADS=1 " + binary("gyrerun") +
                            " --elastic --max-restarts 1 --nnodes 2 --master-addr 127.0.0.1"
                            " --master-port $port --store-port $store -n 2 --node-rank ";
   const std::string script =
@@ -116,7 +120,7 @@ TEST_F(TrainElastic, TheNodeThatLostARankRestartsIt) {
       " >" + dir + "/out1 2>" + dir + "/err1 & n1=$!; "
       "for i in $(seq 1 600); do grep -q \"epoch 1/2 [1-9][0-9]*%\" " + dir +
       "/err0 2>/dev/null && break; sleep 0.05; done; "
-      "kill -KILL $(pgrep -P $n1 -x gyre-train | head -1); "
+      "kill -KILL $(pgrep -P $(pgrep -P $n1 -x gyrerun) -x gyre-train | head -1); "
       "wait $n0; rc0=$?; wait $n1; rc1=$?; echo rc $rc0 $rc1; cat " + dir + "/out0; cat " + dir +
       "/err0 " + dir + "/err1 >&2; rm -rf " + dir;
   RunResult r = runShell("timeout -k 5 180 bash -c '" + script + "'");
