@@ -35,12 +35,14 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
+#include "free_ports.h"
 #include "run_shell.h"
 #include "store/tcp_store.h"
 
 namespace {
 
 using gyre::testing::binary;
+using gyre::testing::freePort;
 using gyre::testing::RunResult;
 using gyre::testing::runShell;
 
@@ -71,19 +73,6 @@ bool accepts(int port) {
   const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
   ::close(fd);
   return ok;
-}
-
-// A port the kernel reports free (bound and closed at once).
-int freePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
 }
 
 TEST(AgentStore, TheStoreOutlivesRankZero) {

@@ -16,27 +16,17 @@
 
 #include <gtest/gtest.h>
 
+#include "free_ports.h"
 #include "run_shell.h"
 
 namespace gyre {
 namespace {
 
 using testing::binary;
+using testing::countOf;
+using testing::freePort;
 using testing::RunResult;
 using testing::runShell;
-
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
-int freePort() {
-  // The kernel's pick for a socket bound and closed at once: free a moment ago.
-  RunResult r = runShell("python3 -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\", 0)); "
-                         "print(s.getsockname()[1])'");
-  return std::atoi(r.out.c_str());
-}
 
 // `n` ranks of a small checked all-reduce sweep, each with `env` (and rank `odd` with
 // `oddEnv` instead, when >= 0).
@@ -63,8 +53,8 @@ std::string secretFile(const char* name, const std::string& secret, mode_t mode)
 TEST(AuthLaunch, WithoutASecretTheJobRunsAndSaysOnceThatItIsOpen) {
   RunResult r = byHand(4, "GYRE_DEBUG=INFO");
   EXPECT_EQ(r.exitCode, 0) << r.err;
-  EXPECT_EQ(count(r.out, "Out of bounds values : 0 OK"), 1u) << r.out;  // rank 0's summary
-  EXPECT_EQ(count(r.err, "no secret (GYRE_TOKEN / GYRE_TOKEN_FILE) is set"), 1u) << r.err;
+  EXPECT_EQ(countOf(r.out, "Out of bounds values : 0 OK"), 1u) << r.out;  // rank 0's summary
+  EXPECT_EQ(countOf(r.err, "no secret (GYRE_TOKEN / GYRE_TOKEN_FILE) is set"), 1u) << r.err;
 }
 
 TEST(AuthLaunch, ASecretFileOthersMayReadIsRefusedAndA0600OneWorks) {
@@ -80,8 +70,8 @@ TEST(AuthLaunch, ASecretFileOthersMayReadIsRefusedAndA0600OneWorks) {
   const std::string good = secretFile("good", secret, 0600);
   RunResult ok = byHand(4, "GYRE_DEBUG=INFO GYRE_TOKEN_FILE=" + good);
   EXPECT_EQ(ok.exitCode, 0) << ok.err;
-  EXPECT_EQ(count(ok.out, "Out of bounds values : 0 OK"), 1u) << ok.out;
-  EXPECT_EQ(count(ok.err, "no secret"), 0u) << ok.err;
+  EXPECT_EQ(countOf(ok.out, "Out of bounds values : 0 OK"), 1u) << ok.out;
+  EXPECT_EQ(countOf(ok.err, "no secret"), 0u) << ok.err;
   for (const RunResult* r : {&bad, &ok}) {
     EXPECT_EQ(r->out.find(secret), std::string::npos);
     EXPECT_EQ(r->err.find(secret), std::string::npos);
@@ -101,8 +91,8 @@ TEST(AuthLaunch, GyrerunMakesASecretAndPassesItOnlyInTheEnvironment) {
   RunResult r = runShell("env -u GYRE_TOKEN -u GYRE_TOKEN_FILE timeout -k 5 30 " +
                          binary("gyrerun") + " --no-prefix -n 3 " + probe);
   EXPECT_EQ(r.exitCode, 0) << r.err;
-  EXPECT_EQ(count(r.out, "secret64"), 3u) << r.out;
-  EXPECT_EQ(count(r.out, "incmdline"), 0u) << r.out;
+  EXPECT_EQ(countOf(r.out, "secret64"), 3u) << r.out;
+  EXPECT_EQ(countOf(r.out, "incmdline"), 0u) << r.out;
   // One secret for the whole job: the three ranks print one digest.
   std::vector<std::string> digests;
   std::istringstream in(r.out);
@@ -118,8 +108,8 @@ TEST(AuthLaunch, GyrerunMakesASecretAndPassesItOnlyInTheEnvironment) {
                            binary("gyrerun") + " -n 4 " + binary("gyre-bench") +
                            " -b 8 -e 64K -n 2 -w 1");
   EXPECT_EQ(job.exitCode, 0) << job.err;
-  EXPECT_EQ(count(job.out, "Out of bounds values : 0 OK"), 1u) << job.out;
-  EXPECT_EQ(count(job.err, "no secret"), 0u) << job.err;
+  EXPECT_EQ(countOf(job.out, "Out of bounds values : 0 OK"), 1u) << job.out;
+  EXPECT_EQ(countOf(job.err, "no secret"), 0u) << job.err;
 }
 
 TEST(AuthLaunch, EncryptionWithoutASecretIsRefusedAtOnce) {

@@ -23,11 +23,14 @@
 #include <gtest/gtest.h>
 
 #include "netns_hosts.h"
+#include "free_ports.h"
 #include "run_shell.h"
 
 namespace {
 
 using gyre::testing::binary;
+using gyre::testing::freePort;
+using gyre::testing::freePorts;
 using gyre::testing::RunResult;
 using gyre::testing::runShell;
 
@@ -194,20 +197,6 @@ TEST(OpenMpi, AcrossTwoNetworkNamespaces) {
   ::unlink(wrap.c_str());
 }
 
-int freePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  socklen_t len = sizeof(addr);
-  int port = -1;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
-
 // slurmctld + slurmd for the test's lifetime (tools/slurm_local.sh).
 class LocalSlurm {
  public:
@@ -221,8 +210,9 @@ class LocalSlurm {
       return;
     }
     const std::string script = std::string(GYRE_SOURCE_DIR) + "/tools/slurm_local.sh";
-    RunResult r = runShell("SLURM_LOCAL_CTLD_PORT=" + std::to_string(freePort()) +
-                           " SLURM_LOCAL_SLURMD_PORT=" + std::to_string(freePort()) +
+    const std::vector<uint16_t> ports = freePorts(2);
+    RunResult r = runShell("SLURM_LOCAL_CTLD_PORT=" + std::to_string(ports[0]) +
+                           " SLURM_LOCAL_SLURMD_PORT=" + std::to_string(ports[1]) +
                            " timeout -k 5 60 " + script + " start " + dir_);
     started_ = true;
     if (r.exitCode != 0) {

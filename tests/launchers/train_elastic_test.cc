@@ -9,9 +9,11 @@
 
 #include <regex>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
+#include "free_ports.h"
 #include "run_shell.h"
 
 namespace gyre::testing {
@@ -111,11 +113,13 @@ TEST_F(TrainElastic, TheNodeThatLostARankRestartsIt) {
                             " --epochs 2 --max-samples 30000 --progress lines --progress-every 0.02";
   // Each node under its own timeout, inside the script's: a hang still prints both
   // nodes' logs (gyrerun names what its ranks were doing when it stops them).
+  const std::vector<uint16_t> ports = freePorts(2);  // the master's and the store's
   const std::string node = "timeout -k 5 150 env OMP_NUM_THREADS=1 " + binary("gyrerun") +
                            " --elastic --max-restarts 1 --nnodes 2 --master-addr 127.0.0.1"
                            " --master-port $port --store-port $store -n 2 --node-rank ";
   const std::string script =
-      "mkdir -p " + dir + "; port=$(( 20000 + RANDOM % 30000 )); store=$(( port + 1 )); " + node +
+      "mkdir -p " + dir + "; port=" + std::to_string(ports[0]) + "; store=" +
+      std::to_string(ports[1]) + "; " + node +
       "0 " + train + " >" + dir + "/out0 2>" + dir + "/err0 & n0=$!; " + node + "1 " + train +
       " >" + dir + "/out1 2>" + dir + "/err1 & n1=$!; "
       "for i in $(seq 1 600); do grep -q \"epoch 1/2 [1-9][0-9]*%\" " + dir +

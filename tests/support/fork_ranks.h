@@ -76,6 +76,7 @@
 #include "base/secret.h"
 #include "ring/communicator.h"
 #include "store/tcp_store.h"
+#include "free_ports.h"
 #include "transport/socket.h"
 
 namespace gyre::testing {
@@ -802,18 +803,6 @@ class CommRanks : public ForkedRanks {
 };
 
 // ---- What the multi-process tests share --------------------------------------------------------
-
-// `count` distinct loopback ports that were free a moment ago.
-inline std::vector<uint16_t> freePorts(int count) {
-  std::vector<Fd> held;
-  std::vector<uint16_t> ports;
-  for (int i = 0; i < count; ++i) {
-    held.push_back(listenOn(SocketAddress::resolve("127.0.0.1", 0)));
-    ports.push_back(SocketAddress::ofSocket(held.back().get()).port());
-  }
-  return ports;
-}
-inline uint16_t freePort() { return freePorts(1)[0]; }
 
 // The segments in /dev/shm of the job with secret `token` (names carry the secret's tag,
 // never the secret: base/secret.h).
