@@ -120,9 +120,8 @@ class CudaCommunicator {
                  CUstream_st* stream);
 
   // The other collectives, as Communicator's on host buffers, enqueued on `stream` in the
-  // same call order as allReduce. Between ranks they run only on the device path through
-  // CUDA IPC (usesDeviceIpc()); on a communicator that stages through the host they throw
-  // gyre::Error(kInvalidArgument) saying so. With one rank they are copies on `stream`.
+  // same call order as allReduce, on either path (docs/gpu.md). With one rank they are
+  // copies on `stream`.
   // recvbuf (size * count elements) gets rank r's sendbuf at offset r * count; in place
   // when sendbuf == recvbuf + rank * count elements.
   void allGather(const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
@@ -133,6 +132,34 @@ class CudaCommunicator {
                      ReduceOp op, CUstream_st* stream);
   // buffer (count elements) on every rank becomes root's.
   void broadcast(void* buffer, size_t count, DataType dtype, int root, CUstream_st* stream);
+  // Block p of sendbuf (count elements, size blocks) goes to rank p; block p of recvbuf
+  // comes from rank p. sendbuf and recvbuf must not overlap.
+  void allToAll(const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
+                CUstream_st* stream);
+  // As Communicator::allToAllv (counts and displacements in elements, size() entries each,
+  // null displacements: packed in rank order; copied before the call returns). On the
+  // device path the call first shares every rank's counts over the host communicator: it
+  // returns once every rank has called it (never waiting for the device), and a count
+  // that differs from its peer's throws gyre::Error(kMismatch) on every rank, naming both.
+  void allToAllv(const void* sendbuf, const size_t* sendCounts, const size_t* sendDispls,
+                 void* recvbuf, const size_t* recvCounts, const size_t* recvDispls, DataType dtype,
+                 CUstream_st* stream);
+  // Point to point with `peer` (not this rank). The receiver's count and dtype must match
+  // the sender's: on the device path this is not checked (a larger recv count leaves the
+  // rest of buf unwritten, and the two ranks' later point-to-point calls pair wrongly).
+  // A send of up to one staging slot (ipcSlotBytes; staged: sliceBytes) lets `stream` go
+  // on before the receiver takes it; a larger one holds `stream` until the receiver's
+  // stream has taken all but the last slot: two ranks that send large messages to each
+  // other before receiving wait for each other (until abort()); use sendRecv.
+  void send(const void* buf, size_t count, DataType dtype, int peer, CUstream_st* stream);
+  void recv(void* buf, size_t count, DataType dtype, int peer, CUstream_st* stream);
+  // Sends to sendPeer and receives from recvPeer at once, slot by slot: deadlock-free for
+  // any pattern every rank follows (rings, pairwise exchanges). In place when sendbuf ==
+  // recvbuf; other overlaps throw.
+  void sendRecv(const void* sendbuf, size_t sendCount, int sendPeer, void* recvbuf,
+                size_t recvCount, int recvPeer, DataType dtype, CUstream_st* stream);
+  // `stream` goes past the barrier once every rank's stream has reached it.
+  void barrier(CUstream_st* stream);
 
   void synchronize();
 
