@@ -1,11 +1,12 @@
 // CudaCommunicator: the enqueue path (caller's thread) and the staging worker.
 //
-// Per collective, on the worker's copy stream (one stream: the copies are never the
+// Per all-reduce, on the worker's copy stream (one stream: the copies are never the
 // bottleneck, the host ring is, and one stream orders slot reuse for free):
 //   wait(ready event) D2H(0) .. D2H(S-1) | H2D(0) D2H(S) | H2D(1) D2H(S+1) | ... | write flag
 // where S = stagingSlots and each "|" is the worker having reduced the next slice on
 // the host (after waiting for its D2H event). Slice k uses slot k % S; D2H(k+S) comes
 // after H2D(k) on the stream, so a slot is refilled only after its result left it.
+// The other collectives run in rounds the same way (stagedRounds).
 #include "cuda/cuda_communicator.h"
 
 #include <cuda_runtime_api.h>
@@ -73,7 +74,7 @@ class CudaCommunicator::Impl {
     }
     worker_ = std::thread([this] { workerMain(); });
     log(LogLevel::kInfo, rank_, "cuda communicator on device {}: {}, {} x {} bytes of host staging, {}",
-        device_, ipc_ ? "all-reduce on the device through CUDA IPC" : "all-reduce staged through the host",
+        device_, ipc_ ? "collectives on the device through CUDA IPC" : "collectives staged through the host",
         slots_.size(), options_.sliceBytes,
         usesMemOps() ? "stream memory operations" : "host-function release");
   }
