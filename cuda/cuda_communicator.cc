@@ -558,11 +558,12 @@ class CudaCommunicator::Impl {
     const auto* send = static_cast<const char*>(sendbuf);
     auto* recv = static_cast<char*>(recvbuf);
     if (recvPeer < 0 || sendPeer < 0) {
-      // One direction: a whole slot per round, Communicator's send or recv.
+      // One direction, Communicator's send or recv, in rounds of half a slot as sendRecv's:
+      // a send and the peer's sendRecv cut the message alike.
       const bool sending = recvPeer < 0;
       const size_t count = sending ? sendCount : recvCount;
       const int peer = sending ? sendPeer : recvPeer;
-      const size_t c = stagedPerRound(what, esize);
+      const size_t c = stagedPerRound(what, 2 * esize);
       enqueueStagedRun(what, seq, stream, [=, this] {
         stagedRounds(count, c, what,
             [&](size_t first, size_t m, char* buf) {
@@ -592,8 +593,16 @@ class CudaCommunicator::Impl {
             d2h(buf, send + first * esize, part(sendCount, first) * esize, what);
           },
           [&](size_t first, size_t, char* buf) {
-            host_->sendRecv(buf, part(sendCount, first), sendPeer, buf + c * esize,
-                            part(recvCount, first), recvPeer, dtype);
+            // A half with nothing left this round stays out of it: the peer's rounds
+            // may have ended (its count needs fewer).
+            const size_t out = part(sendCount, first), in = part(recvCount, first);
+            if (out > 0 && in > 0) {
+              host_->sendRecv(buf, out, sendPeer, buf + c * esize, in, recvPeer, dtype);
+            } else if (out > 0) {
+              host_->send(buf, out, dtype, sendPeer);
+            } else {
+              host_->recv(buf + c * esize, in, dtype, recvPeer);
+            }
           },
           [&](size_t first, size_t, char* buf) {
             h2d(recv + first * esize, buf + c * esize, part(recvCount, first) * esize, what);

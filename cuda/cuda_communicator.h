@@ -151,10 +151,11 @@ class CudaCommunicator {
   // Point to point with `peer` (not this rank). The receiver's count and dtype must match
   // the sender's: on the device path this is not checked (a larger recv count leaves the
   // rest of buf unwritten, and the two ranks' later point-to-point calls pair wrongly).
-  // A send of up to one staging slot (ipcSlotBytes; staged: sliceBytes) lets `stream` go
-  // on before the receiver takes it; a larger one holds `stream` until the receiver's
-  // stream has taken all but the last slot: two ranks that send large messages to each
-  // other before receiving wait for each other (until abort()); use sendRecv.
+  // On the device path a send of up to one slot (ipcSlotBytes) lets `stream` go on
+  // before the receiver takes it; a larger one holds `stream` until the receiver's stream
+  // has taken all but the last slot (staged: Communicator::send's rule, in pieces of
+  // sliceBytes / 2). Two ranks that send large messages to each other before receiving
+  // wait for each other (until abort() on the device path); use sendRecv.
   void send(const void* buf, size_t count, DataType dtype, int peer, CUstream_st* stream);
   void recv(void* buf, size_t count, DataType dtype, int peer, CUstream_st* stream);
   // Sends to sendPeer and receives from recvPeer at once, slot by slot: deadlock-free for

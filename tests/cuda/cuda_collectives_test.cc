@@ -216,7 +216,9 @@ TEST_P(CudaCollectivesRanks, SendRecvPatternsMatchTheHost) {
       // A sendRecv ring, the other way round, with different counts each way; out of
       // place, then in place.
       for (bool inPlace : {false, true}) {
-        const size_t sendCount = count + static_cast<size_t>(me), recvCount = count + static_cast<size_t>(next);
+        // Up to 4x apart: the ranks' sendRecvs take different numbers of rounds.
+        const size_t sendCount = count * static_cast<size_t>(me + 1) + static_cast<size_t>(me);
+        const size_t recvCount = count * static_cast<size_t>(next + 1) + static_cast<size_t>(next);
         const size_t room = std::max(sendCount, recvCount) * 4;
         const std::vector<std::byte> mine = pattern(t, me, sendCount, 3);
         std::vector<std::byte> host(room);
@@ -468,6 +470,65 @@ TEST_P(CudaCollectives, AbortReleasesAStreamWaitingInRecv) {
     EXPECT_TRUE(r.ok && !r.hung) << r.describe();
     EXPECT_LT(r.seconds, 40) << r.describe();
   }
+}
+
+// Wrong arguments throw kInvalidArgument from the call, naming the collective, and leave
+// the communicator usable.
+TEST_P(CudaCollectives, WrongArgumentsThrowAndLeaveTheCommunicatorUsable) {
+  const bool ipc = GetParam();
+  spawn(2, [ipc](Communicator& comm) {
+    auto cuda = makeCuda(comm, ipc);
+    cudaStream_t stream;
+    cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    const int me = comm.rank();
+    DeviceBuffer a(4096), b(4096);
+    auto expectInvalid = [&](const char* name, const char* mentions, auto call) {
+      std::string message;
+      ErrorCode code = ErrorCode::kInternal;
+      try {
+        call();
+      } catch (const Error& e) {
+        message = e.what();
+        code = e.code();
+      }
+      check(code == ErrorCode::kInvalidArgument && message.find(mentions) != std::string::npos,
+            "rank {}: {}: expected kInvalidArgument mentioning '{}', got '{}'", me, name, mentions,
+            message);
+    };
+    expectInvalid("alltoall overlap", "device alltoall", [&] {
+      cuda->allToAll(a.get(), a.get() + 8, 16, DataType::kInt32, stream);
+    });
+    expectInvalid("send to itself", "not another rank", [&] {
+      cuda->send(a.get(), 16, DataType::kInt32, me, stream);
+    });
+    expectInvalid("recv from no rank", "not another rank", [&] {
+      cuda->recv(a.get(), 16, DataType::kInt32, 2, stream);
+    });
+    expectInvalid("sendrecv partial overlap", "overlap", [&] {
+      cuda->sendRecv(a.get(), 16, 1 - me, a.get() + 4, 16, 1 - me, DataType::kInt32, stream);
+    });
+    std::vector<size_t> sc{4, 4}, rc{4, 4};
+    rc[me] = 5;
+    expectInvalid("alltoallv own block", "device alltoallv", [&] {
+      cuda->allToAllv(a.get(), sc.data(), nullptr, b.get(), rc.data(), nullptr, DataType::kInt32, stream);
+    });
+    expectInvalid("a host pointer", "not memory CUDA knows", [&] {
+      std::vector<int32_t> host(64);
+      cuda->allToAll(host.data(), b.get(), 16, DataType::kInt32, stream);
+    });
+    // Still usable: an all-to-all right after.
+    std::vector<int32_t> x(32);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<int32_t>(i) + 100 * me;
+    a.upload(x.data(), x.size() * 4);
+    cuda->allToAll(a.get(), b.get(), 16, DataType::kInt32, stream);
+    cudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    cuda->synchronize();
+    std::vector<int32_t> host(32);
+    comm.allToAll(x.data(), host.data(), 16, DataType::kInt32);
+    check(std::memcmp(b.download().data(), host.data(), 128) == 0,
+          "rank {}: the all-to-all after the refused calls differs", me);
+    cudaStreamDestroy(stream);
+  }, spawnOptions());
 }
 
 INSTANTIATE_TEST_SUITE_P(BothPaths, CudaCollectives, ::testing::Bool(),
