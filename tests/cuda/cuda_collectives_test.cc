@@ -5,7 +5,8 @@
 // same run: every dtype for all-to-all, zero counts, uneven all-to-allv blocks with zeros
 // and gaps, staging rounds small enough (4 KiB) that a few KiB take many; a send/recv ring,
 // a sendRecv ring in place and out, a rank that only receives; a barrier that holds a
-// stream until the last rank calls; a mismatched all-to-allv count; a peer killed
+// stream until the last rank calls; calls that return before the peers call; refused
+// arguments; a mismatched all-to-allv count; a peer killed
 // mid-collective and an abort() that releases a stream waiting in a recv. Built as
 // cuda_collectives_test on a GPU and as fake_cuda_collectives_test on the fake CUDA
 // runtime (cuda/fake/).
@@ -527,6 +528,52 @@ TEST_P(CudaCollectives, WrongArgumentsThrowAndLeaveTheCommunicatorUsable) {
     comm.allToAll(x.data(), host.data(), 16, DataType::kInt32);
     check(std::memcmp(b.download().data(), host.data(), 128) == 0,
           "rank {}: the all-to-all after the refused calls differs", me);
+    cudaStreamDestroy(stream);
+  }, spawnOptions());
+}
+
+// The calls only enqueue: rank 0's all-to-all, recv and barrier return while rank 1 has
+// not called them yet (on either path nothing on the calling thread waits for a peer).
+TEST_P(CudaCollectives, CallsReturnBeforeThePeersCall) {
+  const bool ipc = GetParam();
+  spawn(2, [ipc](Communicator& comm) {
+    auto cuda = makeCuda(comm, ipc);
+    cudaStream_t stream;
+    cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    const size_t count = 100000;  // int32 per block: many rounds
+    DeviceBuffer send(count * 8), recv(count * 8), p2p(count * 4);
+    std::vector<int32_t> x(count * 2);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<int32_t>(i * 3) + comm.rank();
+    send.upload(x.data(), x.size() * 4);
+    uint32_t enqueued = 0;
+    auto calls = [&] {
+      cuda->allToAll(send.get(), recv.get(), count, DataType::kInt32, stream);
+      if (comm.rank() == 0) {
+        cuda->recv(p2p.get(), count, DataType::kInt32, 1, stream);
+      } else {
+        cuda->send(send.get(), count, DataType::kInt32, 0, stream);
+      }
+      cuda->barrier(stream);
+    };
+    if (comm.rank() == 0) {
+      calls();
+      check(cudaStreamQuery(stream) == cudaErrorNotReady, "rank 0's stream did not wait for rank 1");
+      enqueued = 1;
+    }
+    comm.allReduce(&enqueued, &enqueued, 1, DataType::kUint32, ReduceOp::kMax);
+    if (comm.rank() == 1) calls();
+    cudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    cuda->synchronize();
+    std::vector<int32_t> host(count * 2);
+    comm.allToAll(x.data(), host.data(), count, DataType::kInt32);
+    check(std::memcmp(recv.download().data(), host.data(), host.size() * 4) == 0,
+          "rank {}: the all-to-all differs from the host's", comm.rank());
+    if (comm.rank() == 0) {
+      std::vector<int32_t> want(count);
+      for (size_t i = 0; i < count; ++i) want[i] = static_cast<int32_t>(i * 3) + 1;
+      check(std::memcmp(p2p.download().data(), want.data(), count * 4) == 0,
+            "rank 0: the recv differs from rank 1's data");
+    }
     cudaStreamDestroy(stream);
   }, spawnOptions());
 }
