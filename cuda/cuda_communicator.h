@@ -7,8 +7,9 @@
 //   not 0, and stream memory operations work): cuda/ipc_peers.h maps the ranks' staging
 //   regions into each other, and cuda/ipc_collectives.h enqueues each collective on
 //   `stream` itself (copies, the reduction kernels, and flag writes and waits between the
-//   processes' streams). The call only enqueues; no host thread waits for the device.
-//   All-reduce, all-gather, reduce-scatter and broadcast.
+//   processes' streams). The call only enqueues; no host thread waits for the device
+//   (all-to-allv first shares the ranks' counts over the host communicator). Every
+//   collective.
 // - Staged through the host otherwise: a worker thread of its own, a few pinned host
 //   slots and a copy stream. allReduce(..., stream) records an event on `stream`, makes
 //   `stream` wait for a release (on the GPU: cuStreamWaitValue32 on a device flag; where
@@ -19,7 +20,8 @@
 //   the next slice is reduced, and at the end writes the flag from its copy stream, so
 //   `stream` goes on with the result in place. The reduction runs on the CPU and every
 //   byte crosses the host link twice, the least any reduction on the host can move.
-//   All-reduce only: the other collectives throw.
+//   The other collectives take the same way, in rounds of one pinned slot pipelined
+//   through the slots, each round run by the host Communicator's collective.
 // A one-rank communicator runs its collectives as copies (or avg's scaling) on `stream`.
 //
 // Contract:
@@ -32,6 +34,7 @@
 //   Buffers are device memory of that device (or managed, or pinned host memory);
 //   sendbuf must not change, and recvbuf must not be read, until `stream` has passed the
 //   call. In place when sendbuf == recvbuf (all-reduce; the others say theirs).
+//   Point-to-point calls pair as Communicator's (docs/gpu.md, "Point to point").
 // - Results: identical bits on every rank. Staged: the host allReduce's bits for each
 //   slice. On the device: each element reduced in rank order by one rank. Floating-point
 //   sums may therefore differ from a host allReduce of the whole buffer in the last bits
@@ -78,9 +81,10 @@ struct CudaOptions {
   bool streamMemOps = true;  // false: always the host-function release (for tests)
   size_t maxPending = 64;    // enqueued collectives the worker has not started; beyond
                              // that, allReduce waits for the worker (as NCCL's FIFO)
-  // All-reduce on the device through CUDA IPC when every rank is on one host (and
-  // GYRE_CUDA_IPC is not 0): each rank's staging region holds two slots of ipcSlotBytes
-  // (rounded up to 4 KiB); larger buffers go through them round by round (docs/gpu.md).
+  // The collectives on the device through CUDA IPC when every rank is on one host (and
+  // GYRE_CUDA_IPC is not 0): each rank's staging region holds three slots of ipcSlotBytes
+  // (rounded up to 4 KiB; two for the rounds, one for point to point); larger buffers go
+  // through them round by round (docs/gpu.md).
   bool ipc = true;
   size_t ipcSlotBytes = size_t{4} << 20;
 };
@@ -110,8 +114,8 @@ class CudaCommunicator {
   int device() const;
   // True when streams wait on the GPU (cuStreamWaitValue32), false with the fallback.
   bool usesStreamMemOps() const;
-  // True when allReduce runs on the device between the ranks through CUDA IPC; false
-  // when it is staged through host memory (the reason is in the log).
+  // True when the collectives run on the device between the ranks through CUDA IPC;
+  // false when they are staged through host memory (the reason is in the log).
   bool usesDeviceIpc() const;
 
   // recvbuf[i] = op over ranks of sendbuf[i], for i < count, when `stream` reaches this
@@ -120,9 +124,8 @@ class CudaCommunicator {
                  CUstream_st* stream);
 
   // The other collectives, as Communicator's on host buffers, enqueued on `stream` in the
-  // same call order as allReduce. Between ranks they run only on the device path through
-  // CUDA IPC (usesDeviceIpc()); on a communicator that stages through the host they throw
-  // gyre::Error(kInvalidArgument) saying so. With one rank they are copies on `stream`.
+  // same call order as allReduce, on either path (docs/gpu.md). With one rank they are
+  // copies on `stream`.
   // recvbuf (size * count elements) gets rank r's sendbuf at offset r * count; in place
   // when sendbuf == recvbuf + rank * count elements.
   void allGather(const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
@@ -133,6 +136,35 @@ class CudaCommunicator {
                      ReduceOp op, CUstream_st* stream);
   // buffer (count elements) on every rank becomes root's.
   void broadcast(void* buffer, size_t count, DataType dtype, int root, CUstream_st* stream);
+  // Block p of sendbuf (count elements, size blocks) goes to rank p; block p of recvbuf
+  // comes from rank p. sendbuf and recvbuf must not overlap.
+  void allToAll(const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
+                CUstream_st* stream);
+  // As Communicator::allToAllv (counts and displacements in elements, size() entries each,
+  // null displacements: packed in rank order; copied before the call returns). On the
+  // device path the call first shares every rank's counts over the host communicator: it
+  // returns once every rank has called it (never waiting for the device), and a count
+  // that differs from its peer's throws gyre::Error(kMismatch) on every rank, naming both.
+  void allToAllv(const void* sendbuf, const size_t* sendCounts, const size_t* sendDispls,
+                 void* recvbuf, const size_t* recvCounts, const size_t* recvDispls, DataType dtype,
+                 CUstream_st* stream);
+  // Point to point with `peer` (not this rank). The receiver's count and dtype must match
+  // the sender's: on the device path this is not checked (a larger recv count leaves the
+  // rest of buf unwritten, and the two ranks' later point-to-point calls pair wrongly).
+  // On the device path a send of up to one slot (ipcSlotBytes) lets `stream` go on
+  // before the receiver takes it; a larger one holds `stream` until the receiver's stream
+  // has taken all but the last slot (staged: Communicator::send's rule, in pieces of
+  // sliceBytes / 2). Two ranks that send large messages to each other before receiving
+  // wait for each other (until abort() on the device path); use sendRecv.
+  void send(const void* buf, size_t count, DataType dtype, int peer, CUstream_st* stream);
+  void recv(void* buf, size_t count, DataType dtype, int peer, CUstream_st* stream);
+  // Sends to sendPeer and receives from recvPeer at once, slot by slot: deadlock-free for
+  // any pattern every rank follows (rings, pairwise exchanges). In place when sendbuf ==
+  // recvbuf; other overlaps throw.
+  void sendRecv(const void* sendbuf, size_t sendCount, int sendPeer, void* recvbuf,
+                size_t recvCount, int recvPeer, DataType dtype, CUstream_st* stream);
+  // `stream` goes past the barrier once every rank's stream has reached it.
+  void barrier(CUstream_st* stream);
 
   void synchronize();
 

@@ -163,4 +163,110 @@ void ipcBroadcast(IpcPeers& peers, void* buffer, size_t count, DataType dtype, i
   q.finish();
 }
 
+namespace {
+
+// The elements per block and round of the collectives that stage one piece per rank.
+size_t perBlock(const IpcPeers& peers, DataType dtype) {
+  const size_t align = alignElements(dtype);
+  const size_t esize = dtypeSize(dtype);
+  return std::max(align, peers.slotBytes() / esize / static_cast<size_t>(peers.size()) / align * align);
+}
+
+}  // namespace
+
+void ipcAllToAll(IpcPeers& peers, const void* sendbuf, void* recvbuf, size_t count,
+                 DataType dtype, CUstream_st* stream, const std::string& what) {
+  Enqueue q(peers, stream, what);
+  const int n = q.n_, me = q.me_;
+  const size_t esize = dtypeSize(dtype);
+  const size_t block = perBlock(peers, dtype);
+  const auto* send = static_cast<const char*>(sendbuf);
+  auto* recv = static_cast<char*>(recvbuf);
+  for (size_t first = 0; first < count; first += block) {
+    const size_t m = std::min(block, count - first);
+    const uint32_t round = peers.nextRound();
+    const int s = IpcPeers::slot(round);
+    for (int b = 0; b < n; ++b) {
+      q.copy(peers.stage(me, s) + static_cast<size_t>(b) * block * esize,
+             send + (static_cast<size_t>(b) * count + first) * esize, m * esize);
+    }
+    q.readyAndWaitAll(round);
+    const size_t offset = static_cast<size_t>(me) * block * esize;
+    for (int r = 0; r < n; ++r) {
+      q.copy(recv + (static_cast<size_t>(r) * count + first) * esize, peers.stage(r, s) + offset,
+             m * esize);
+    }
+  }
+  q.finish();
+}
+
+size_t ipcAllToAllvPerRound(const IpcPeers& peers, DataType dtype) { return perBlock(peers, dtype); }
+
+void ipcAllToAllv(IpcPeers& peers, const void* sendbuf, const size_t* sendCounts,
+                  const size_t* sendDispls, void* recvbuf, const size_t* recvCounts,
+                  const size_t* recvDispls, DataType dtype, size_t rounds, CUstream_st* stream,
+                  const std::string& what) {
+  Enqueue q(peers, stream, what);
+  const int n = q.n_, me = q.me_;
+  const size_t esize = dtypeSize(dtype);
+  const size_t block = perBlock(peers, dtype);
+  const auto* send = static_cast<const char*>(sendbuf);
+  auto* recv = static_cast<char*>(recvbuf);
+  // The part of a block of `total` elements that round k moves.
+  auto part = [&](size_t total, size_t k) {
+    const size_t first = k * block;
+    return first >= total ? size_t{0} : std::min(block, total - first);
+  };
+  for (size_t k = 0; k < rounds; ++k) {
+    const uint32_t round = peers.nextRound();
+    const int s = IpcPeers::slot(round);
+    for (int b = 0; b < n; ++b) {
+      q.copy(peers.stage(me, s) + static_cast<size_t>(b) * block * esize,
+             send + (sendDispls[b] + k * block) * esize, part(sendCounts[b], k) * esize);
+    }
+    q.readyAndWaitAll(round);
+    const size_t offset = static_cast<size_t>(me) * block * esize;
+    for (int r = 0; r < n; ++r) {
+      q.copy(recv + (recvDispls[r] + k * block) * esize, peers.stage(r, s) + offset,
+             part(recvCounts[r], k) * esize);
+    }
+  }
+  q.finish();
+}
+
+void ipcSendRecv(IpcPeers& peers, const void* sendbuf, size_t sendCount, int sendPeer,
+                 void* recvbuf, size_t recvCount, int recvPeer, DataType dtype,
+                 CUstream_st* stream, const std::string& what) {
+  Enqueue q(peers, stream, what);
+  const size_t esize = dtypeSize(dtype);
+  const size_t chunk = peers.slotBytes() / esize;
+  const auto* send = static_cast<const char*>(sendbuf);
+  auto* recv = static_cast<char*>(recvbuf);
+  const size_t sendChunks = sendPeer < 0 ? 0 : (sendCount + chunk - 1) / chunk;
+  const size_t recvChunks = recvPeer < 0 ? 0 : (recvCount + chunk - 1) / chunk;
+  for (size_t k = 0; k < std::max(sendChunks, recvChunks); ++k) {
+    const size_t first = k * chunk;
+    if (k < sendChunks) {
+      // The p2p slot is free once the receiver of the previous chunk took it.
+      const auto [lastPeer, lastChunk] = peers.lastSent();
+      if (lastPeer >= 0) q.check(peers.waitPeer(stream, IpcPeers::kTaken, lastPeer, lastChunk, &q.call_));
+      q.copy(peers.p2pStage(q.me_), send + first * esize, std::min(chunk, sendCount - first) * esize);
+      q.check(peers.signalPeer(stream, IpcPeers::kSent, sendPeer, peers.nextSent(sendPeer), &q.call_));
+    }
+    if (k < recvChunks) {
+      const uint32_t c = peers.nextReceived(recvPeer);
+      q.check(peers.waitPeer(stream, IpcPeers::kSent, recvPeer, c, &q.call_));
+      q.copy(recv + first * esize, peers.p2pStage(recvPeer), std::min(chunk, recvCount - first) * esize);
+      q.check(peers.signalPeer(stream, IpcPeers::kTaken, recvPeer, c, &q.call_));
+    }
+  }
+  q.finish();
+}
+
+void ipcBarrier(IpcPeers& peers, CUstream_st* stream, const std::string& what) {
+  Enqueue q(peers, stream, what);
+  q.readyAndWaitAll(peers.nextRound());
+  q.finish();
+}
+
 }  // namespace gyre

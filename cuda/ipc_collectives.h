@@ -21,6 +21,16 @@
 //   reduce-scatter: each round stages N pieces (one per destination block); after the
 //     start, my block's piece = stage_0 op ... op stage_{N-1}, into recvbuf.
 //   broadcast: the root stages, the others copy from the root's slot.
+//   all-to-all(v): each round stages N pieces (piece b: the next part of the block for
+//     rank b); after the start, every rank copies its piece out of every rank's slot.
+//     All-to-allv's rounds are as many as its largest block needs on any rank: the call
+//     first shares every rank's counts over the host communicator (so it returns only
+//     once every rank has called it; it never waits for the device).
+//   barrier: one round with no data.
+// Point to point (send, recv, sendRecv) does not take part in the rounds: a chunk (one
+// slot) goes through the sender's p2p slot, with kSent / kTaken between the two ranks
+// only (cuda/ipc_peers.h). sendRecv interleaves its send and receive chunk by chunk, so
+// any pattern every rank follows (rings, exchanges) runs without deadlock.
 // Each reduced element is computed by one rank and copied by the others: identical bits
 // on every rank, the host reduceCopy's arithmetic element by element (exact where the
 // reduction is exact). In place as the host collectives define it (the input is staged
@@ -54,5 +64,25 @@ void ipcReduceScatter(IpcPeers& peers, const void* sendbuf, void* recvbuf, size_
 
 void ipcBroadcast(IpcPeers& peers, void* buffer, size_t count, DataType dtype, int root,
                   CUstream_st* stream, const std::string& what);
+
+// Block p of sendbuf (count elements each) goes to rank p; block p of recvbuf comes from p.
+void ipcAllToAll(IpcPeers& peers, const void* sendbuf, void* recvbuf, size_t count,
+                 DataType dtype, CUstream_st* stream, const std::string& what);
+
+// Counts and displacements in elements, size() entries each (displacements explicit);
+// rounds: how many rounds the largest block of any rank needs (allToAllvRounds).
+void ipcAllToAllv(IpcPeers& peers, const void* sendbuf, const size_t* sendCounts,
+                  const size_t* sendDispls, void* recvbuf, const size_t* recvCounts,
+                  const size_t* recvDispls, DataType dtype, size_t rounds, CUstream_st* stream,
+                  const std::string& what);
+// The elements of one block that one all-to-allv round moves.
+size_t ipcAllToAllvPerRound(const IpcPeers& peers, DataType dtype);
+
+// sendPeer / recvPeer -1: that half is absent (send or recv alone).
+void ipcSendRecv(IpcPeers& peers, const void* sendbuf, size_t sendCount, int sendPeer,
+                 void* recvbuf, size_t recvCount, int recvPeer, DataType dtype,
+                 CUstream_st* stream, const std::string& what);
+
+void ipcBarrier(IpcPeers& peers, CUstream_st* stream, const std::string& what);
 
 }  // namespace gyre

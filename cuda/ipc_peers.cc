@@ -73,7 +73,9 @@ IpcPeers::IpcPeers(Communicator& host, int device, size_t slotBytes, MemOps memO
       onFailure_(std::move(onFailure)),
       regions_(static_cast<size_t>(host.size()), nullptr),
       pids_(static_cast<size_t>(host.size()), 0),
-      pidfds_(static_cast<size_t>(host.size()), -1) {
+      pidfds_(static_cast<size_t>(host.size()), -1),
+      sent_(static_cast<size_t>(host.size()), 0),
+      received_(static_cast<size_t>(host.size()), 0) {
   flagBytes_ = (kSteps * static_cast<size_t>(size_) * kFlagStride + 4095) / 4096 * 4096;
 }
 
@@ -102,7 +104,7 @@ bool IpcPeers::setUp(const std::string& notWanted, std::string* why) {
   } else if (memOps_.wait == nullptr || memOps_.write == nullptr) {
     reason = "stream memory operations (cuStreamWaitValue32) are unavailable";
   } else if ((err = cudaMalloc(reinterpret_cast<void**>(&regions_[rank_]),
-                               flagBytes_ + 2 * slotBytes_)) != cudaSuccess) {
+                               flagBytes_ + 3 * slotBytes_)) != cudaSuccess) {
     regions_[rank_] = nullptr;
     reason = "cudaMalloc of the IPC staging region: " + cudaText(err);
   } else if ((err = cudaMemset(regions_[rank_], 0, flagBytes_)) != cudaSuccess ||
@@ -246,6 +248,26 @@ int IpcPeers::signalPeers(CUstream_st* stream, Step step, uint32_t round, const 
   return 0;
 }
 
+uint32_t IpcPeers::nextSent(int peer) {
+  const uint32_t k = ++sent_[peer];
+  lastSent_ = {peer, k};
+  if (k > p2pMax_.load()) p2pMax_.store(k);
+  return k;
+}
+
+uint32_t IpcPeers::nextReceived(int peer) {
+  const uint32_t k = ++received_[peer];
+  if (k > p2pMax_.load()) p2pMax_.store(k);
+  return k;
+}
+
+int IpcPeers::signalPeer(CUstream_st* stream, Step step, int to, uint32_t value, const char** call) {
+  *call = "cuStreamWriteValue32";
+  const auto write = reinterpret_cast<DriverMemOpFn>(memOps_.write);
+  return static_cast<int>(write(stream, devicePointer(flagWord(to, step, rank_)), value,
+                                CU_STREAM_WRITE_VALUE_DEFAULT));
+}
+
 int IpcPeers::waitPeer(CUstream_st* stream, Step step, int from, uint32_t round, const char** call) {
   *call = "cuStreamWaitValue32";
   const auto wait = reinterpret_cast<DriverMemOpFn>(memOps_.wait);
@@ -280,7 +302,7 @@ void IpcPeers::abort() {
 // still running may write lower values after it, so the monitor repeats it while failed.
 void IpcPeers::releaseAll() {
   const auto write = reinterpret_cast<DriverMemOpFn>(memOps_.write);
-  const uint32_t value = round_.load() + kReleaseAhead;
+  const uint32_t value = std::max(round_.load(), p2pMax_.load()) + kReleaseAhead;
   for (int s = 0; s < kSteps; ++s) {
     for (int p = 0; p < size_; ++p) {
       if (p == rank_) continue;

@@ -1,7 +1,8 @@
 // IpcPeers: the ranks of one host sharing device memory through CUDA IPC, for the device
 // collectives that run on the caller's stream (cuda/ipc_collectives.h).
 //
-// What it is: each rank allocates one device region (flag words, then two staging slots
+// What it is: each rank allocates one device region (flag words, two staging slots for the
+// collectives and one for point to point, each
 // of slotBytes) and exports it (cudaIpcGetMemHandle); open() exchanges the handles over
 // the host communicator and maps every peer's region (cudaIpcOpenMemHandle), so a rank's
 // stream can read a peer's staging slots and write the peer's flag words. Cross-process
@@ -29,6 +30,10 @@
 // - Destruction is collective: it waits for the device, unmaps the peers' regions,
 //   meets the others over `host` (so no rank frees memory a peer still reads), and frees
 //   its own. A failed host barrier (peer lost, aborted) is ignored.
+// - Point to point: each region holds a third slot, the sender's; a chunk's sender copies
+//   it there and signals kSent to the receiver only, whose stream copies it out and
+//   signals kTaken back. The sender's next chunk (to any peer) first waits for that
+//   kTaken, so one chunk per rank may be in flight without its receiver.
 // Threads: the enqueueing calls from one thread at a time; abort() from any.
 #pragma once
 
@@ -39,6 +44,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
@@ -52,7 +58,10 @@ class Communicator;
 
 class IpcPeers {
  public:
-  enum Step { kReady = 0, kReduced = 1, kSteps = 2 };
+  // kReady, kReduced: the rounds of the collectives (signalled to every peer).
+  // kSent, kTaken: point to point, per pair: the sender's p2p slot holds its chunk k /
+  // the receiver has copied chunk k out of it.
+  enum Step { kReady = 0, kReduced = 1, kSent = 2, kTaken = 3, kSteps = 4 };
   using FailureFn = std::function<void(ErrorCode code, const std::string& message)>;
   // The driver's cuStreamWaitValue32 / cuStreamWriteValue32 (StreamRelease found them).
   struct MemOps {
@@ -76,10 +85,23 @@ class IpcPeers {
   static int slot(uint32_t round) { return static_cast<int>(round & 1u); }
   // Staging slot `s` of rank `owner` (this process's mapping of it).
   char* stage(int owner, int s) const;
+  // The third slot, for point to point only: the chunk this rank sends (one at a time).
+  char* p2pStage(int owner) const { return stage(owner, 2); }
+
+  // Point-to-point chunk numbers, per pair, from 1: both sides count the same chunks when
+  // their calls match. nextSent(peer) numbers the next chunk sent to peer, nextReceived
+  // the next one received from it.
+  uint32_t nextSent(int peer);
+  uint32_t nextReceived(int peer);
+  // The chunk this rank sent last and its peer (peer -1: none): the p2p slot is free again
+  // once that peer has signalled kTaken for it.
+  std::pair<int, uint32_t> lastSent() const { return lastSent_; }
 
   // On `stream`: write `round` into every peer's word for (step, from this rank).
   // Returns a CUDA/driver error code (0 = success) and the failing call in *call.
   int signalPeers(CUstream_st* stream, Step step, uint32_t round, const char** call);
+  // On `stream`: write `value` into peer `to`'s word for (step, from this rank).
+  int signalPeer(CUstream_st* stream, Step step, int to, uint32_t value, const char** call);
   // On `stream`: wait until peer `from` has signalled `step` for `round`.
   int waitPeer(CUstream_st* stream, Step step, int from, uint32_t round, const char** call);
 
@@ -115,6 +137,9 @@ class IpcPeers {
   CUstream_st* releaseStream_ = nullptr;
   CUevent_st* ended_ = nullptr;  // the last collective's end
   std::atomic<uint32_t> round_{0};
+  std::vector<uint32_t> sent_, received_;  // per peer: p2p chunks numbered so far
+  std::pair<int, uint32_t> lastSent_{-1, 0};
+  std::atomic<uint32_t> p2pMax_{0};  // the largest p2p chunk number, for releaseAll
   std::atomic<bool> localAbort_{false};
   std::atomic<bool> failed_{false};
   bool tornDown_ = false;
