@@ -15,6 +15,8 @@ so nothing but the style's own collectives crosses ranks. Styles:
         forward, of the input gradients in backward); every rank sees the same --batch
         samples, so samples/s counts them once
   ddp   DistributedDataParallel (default buckets); --batch samples per rank
+--backend fake runs the same steps on torch's FakeProcessGroup, whose collectives return at
+once without moving data: the computation's floor (its loss is not a trained one).
 Rank 0 prints one JSON line: style, backend, world, samples_per_s over the timed steps,
 step_ms (median, min, max of rank 0's step times), final loss, settings. --profile DIR
 writes rank 0's torch profiler table of the timed steps to DIR (STYLE_BACKEND_wWORLD.txt,
@@ -70,7 +72,14 @@ def main():
 
     if args.backend == "gyre":
         import gyre_torch  # noqa: F401  (a build on PYTHONPATH registers itself on import)
-    dist.init_process_group(args.backend)
+    if args.backend == "fake":
+        # torch's FakeProcessGroup: every collective returns at once without moving a byte,
+        # so the step is the style's computation alone, the floor no backend can beat.
+        from torch.testing._internal.distributed.fake_pg import FakeStore
+        dist.init_process_group("fake", store=FakeStore(), rank=int(os.environ["RANK"]),
+                                world_size=int(os.environ["WORLD_SIZE"]))
+    else:
+        dist.init_process_group(args.backend)
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)  # the same initial weights on every rank
     model = Model(args.hidden, args.blocks)
@@ -91,8 +100,8 @@ def main():
             plan[f"blocks.{i}.up"] = ColwiseParallel()
             plan[f"blocks.{i}.down"] = RowwiseParallel()
         model = parallelize_module(model, mesh, plan)
-    else:
-        from torch.nn.parallel import DistributedDataParallel
+    elif args.backend != "fake":  # DDP's reducer rejects the fake group's results:
+        from torch.nn.parallel import DistributedDataParallel  # its floor is the bare model
         model = DistributedDataParallel(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 

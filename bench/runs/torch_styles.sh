@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Training styles (FSDP2, tensor parallelism, DDP: bench/runs/torch_styles.py) on backend
-# gyre against gloo, in alternating rounds: every round runs each (world, style) on gyre
-# and on gloo (gyre first in odd rounds, gloo first in even ones), so the ratios come
-# from the same minutes. Each run is one launch per
+# gyre against gloo and against no communication at all (torch's fake backend), in
+# alternating rounds: every round runs each (world, style) on every backend (in BACKENDS'
+# order in odd rounds, reversed in even ones), so the ratios come from the same minutes. Each run is one launch per
 # host; rank 0's JSON line, with the round, the time and the 1-minute load average read
 # just before the launch, goes to OUT/r<round>.jsonl; OUT/meta.json records the command,
 # commit, machine, date and load. docs/pytorch.md ("Training styles: measured") is made
@@ -14,7 +14,8 @@
 #                                            links (tools/netns_hosts.sh), torchrun in each;
 #                                            root (default bench/results/torch_styles_netns_2x2_1gbit)
 #
-# Env: ROUNDS (3), STYLES ("fsdp tp ddp"), WORLDS ("2 4", host only), HOSTS and RANKS
+# Env: ROUNDS (3), STYLES ("fsdp tp ddp"), BACKENDS ("gyre gloo fake": fake is torch's
+# FakeProcessGroup, the steps without communication, the floor no backend can beat), WORLDS ("2 4", host only), HOSTS and RANKS
 # (2 2, netns only), RATE (1gbit), RUN_TIMEOUT (300 s a launch), PY (the torch 2 venv's
 # python), GYRE_TORCH_PATH (default build/gyre_torch/pypi/py/lib.*), ARGS (more
 # torch_styles.py arguments, e.g. "--steps 30"), EXTRA_ENV (variables for every rank),
@@ -25,7 +26,7 @@ mode=${1:?host or netns}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 PY=${PY:-$HOME/.cache/gyre/venv-torch2/bin/python}
-ROUNDS=${ROUNDS:-3} STYLES=${STYLES:-fsdp tp ddp} RUN_TIMEOUT=${RUN_TIMEOUT:-300}
+ROUNDS=${ROUNDS:-3} STYLES=${STYLES:-fsdp tp ddp} BACKENDS=${BACKENDS:-gyre gloo fake} RUN_TIMEOUT=${RUN_TIMEOUT:-300}
 RATE=${RATE:-1gbit} HOSTS=${HOSTS:-2} RANKS=${RANKS:-2}
 case $mode in
   host) out=${2:-$root/bench/results/torch_styles_1host} worlds=${WORLDS:-2 4} ;;
@@ -98,9 +99,10 @@ for ((r = 1; r <= ROUNDS; r++)); do
   : >"$out/r$r.jsonl"
   for w in $worlds; do
     for s in $STYLES; do
-      # Odd rounds run gyre first, even rounds gloo first: neither always gets the
+      # Odd rounds in BACKENDS' order, even rounds reversed: none always gets the
       # warmer (or the quieter) minute.
-      if ((r % 2)); then order="gyre gloo"; else order="gloo gyre"; fi
+      order=$BACKENDS
+      ((r % 2)) || order=$(echo "$BACKENDS" | tr ' ' '\n' | tac | tr '\n' ' ')
       for b in $order; do run_one "$r" "$s" "$b" "$w"; done
     done
   done
@@ -119,19 +121,20 @@ fi
 ((ROUNDS > 0)) || exit 0
 # meta.json: what ran, where and under what load (the per-run load is in each line).
 commit=$(git rev-parse --short HEAD)
-dirty=$(git status --porcelain -- python src capi bench/runs/torch_styles.py 2>/dev/null | head -1)
+dirty=$(git status --porcelain -- python capi ring collectives transport bench/runs/torch_styles.py 2>/dev/null | head -1)
 cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
 "$PY" - "$out" "$mode" "$commit${dirty:+ (uncommitted changes)}" "$first" "$last" "$load_before" \
   "$(nproc)" "$cpu" "$(uname -r)" "${NETNS_TBF:-}" "${NETNS_CC_USED:-}" "$ROUNDS" "$STYLES" "$worlds" \
-  "${ARGS:-}" "${EXTRA_ENV:-}" "$("$PY" -c 'import torch; print(torch.__version__)')" <<'PY'
+  "${ARGS:-}" "${EXTRA_ENV:-}" "$("$PY" -c 'import torch; print(torch.__version__)')" "$BACKENDS" <<'PY'
 import glob, json, os, sys
 (out, mode, commit, first, last, load_before, ncpu, cpu, kernel, tbf, cc, rounds, styles, worlds,
- args, extra_env, torch_version) = sys.argv[1:]
+ args, extra_env, torch_version, backends) = sys.argv[1:]
 loads = [json.loads(l)["load1"] for f in sorted(glob.glob(os.path.join(out, "r*.jsonl")))
          for l in open(f) if l.strip()]
 cmd = f"bench/runs/torch_styles.sh {mode}"
 env = " ".join(x for x in (f"ROUNDS={rounds}" if rounds != "3" else "",
                            f"ARGS='{args}'" if args else "",
+                           f"BACKENDS='{backends}'" if backends != "gyre gloo fake" else "",
                            f"EXTRA_ENV='{extra_env}'" if extra_env else "") if x)
 meta = {
     "title": ("Training styles (FSDP2, tensor parallelism, DDP) on backend gyre against gloo, "
@@ -151,7 +154,9 @@ meta = {
                      + ", OMP_NUM_THREADS=1" + (f"; {args}" if args else "")),
         "styles": "fsdp: fully_shard per block and on the model; tp: parallelize_module, ColwiseParallel "
                   "then RowwiseParallel per block; ddp: DistributedDataParallel, default buckets",
-        "rounds": f"{rounds}, each running every world and style on both backends, gyre first in odd rounds and gloo first in even ones",
+        "backends": "gyre, gloo, and fake: torch's FakeProcessGroup, whose collectives return at once "
+                    "without moving data (ddp on fake: the bare model): the steps' computation alone",
+        "rounds": f"{rounds}, each running every world and style on every backend ({backends}), in that order in odd rounds and reversed in even ones",
         "load": (f"shared machine: other jobs (builds) run beside; load average {load_before} before the "
                  f"first round; the 1-minute load read before each launch is each line's load1 "
                  f"({min(loads):.2f}-{max(loads):.2f}); compare within a round" if loads else "unknown"),
