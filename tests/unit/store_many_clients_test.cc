@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <thread>
 #include <string>
@@ -50,6 +51,33 @@ TEST(StoreManyClients, ElevenHundredClientsAtOnce) {
   for (int i = 0; i < kClients; ++i) ASSERT_EQ(got[i], "now") << "client " << i;
   std::printf("[store] %d clients connected, counted and woken in %.2f s\n", kClients,
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
+// The cost of one store call, for docs/scaling.md's cost model: the round trip of an add
+// with one client connected, then with STORE_IDLE_CLIENTS (default 1,100) more connected
+// and idle (with a poll() over every client, each call paid for the idle ones too). Not
+// part of the suite: --gtest_also_run_disabled_tests --gtest_filter='*RoundTrip*'.
+TEST(StoreManyClients, DISABLED_RoundTrip) {
+  const char* env = std::getenv("STORE_IDLE_CLIENTS");
+  const int idle = env ? std::atoi(env) : 1100;
+  if (raiseFdLimit() < 2 * static_cast<uint64_t>(idle) + 64) GTEST_SKIP() << "ulimit -n too low";
+  auto server = TcpStore::serve("127.0.0.1", 0, 30s, "secret");
+  auto client = TcpStore::connect("127.0.0.1", server->port(), 30s, "secret", 0);
+  auto perCall = [&] {
+    constexpr int kCalls = 20000;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kCalls; ++i) client->add("k", 1);
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+               .count() / kCalls;
+  };
+  const double alone = perCall();
+  std::vector<std::shared_ptr<TcpStore>> others;
+  for (int i = 0; i < idle; ++i) {
+    others.push_back(TcpStore::connect("127.0.0.1", server->port(), 30s, "secret", i + 1));
+  }
+  const double crowded = perCall();
+  std::printf("[store-rtt] add round trip: %.1f us with 1 client, %.1f us with %d more idle\n",
+              alone, crowded, idle);
 }
 
 // Below the need, the words name the limit and how to raise it.
