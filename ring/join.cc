@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -23,6 +24,11 @@ using namespace std::chrono_literals;
 
 constexpr auto kFirstPoll = 2ms;
 constexpr auto kLongestPoll = 100ms;
+// Every waiting rank polls the one store thread, and rank 0's reads of the claims wait
+// behind those polls: the longest pause grows with the ranks (0.25 ms each, up to 2 s),
+// bounding the polls to about 8,000 calls a second whatever the size (docs/scaling.md).
+constexpr auto kLongestPollPerRank = 250us;
+constexpr auto kLongestPollCap = 2000ms;
 constexpr auto kLinger = 2s;  // how long a serving rank keeps a failure readable
 
 std::string hostName() {
@@ -215,10 +221,19 @@ std::vector<Claim> Join::checkIn(const Claim& mine) {
         return true;
       },
       [&] {
-        // Slow: read the claims one by one to say who is missing (rank 0 already has).
-        if (rank_ != 0) absorb(mine);
-        return fmt::format("{} of {} ranks have joined; missing {} (not seen yet); joined {}",
-                           joined_, size_, rankRanges(missing()), joinedSummary());
+        return sharedProgress(
+            "joining",
+            [&] {
+              // Slow: read the claims one by one to say who is missing (rank 0 has them).
+              if (rank_ != 0) absorb(mine);
+              return fmt::format(
+                  "{} of {} ranks have joined; missing {} (not seen yet); joined {}", joined_,
+                  size_, rankRanges(missing()), joinedSummary());
+            },
+            [&] {
+              return fmt::format("{} of {} ranks have checked in; rank 0 names the missing",
+                                 std::min<int64_t>(store_.add(key("arrived"), 0), size_), size_);
+            });
       },
       "joining");
   store_.setString(key("complete"), "1");
@@ -475,6 +490,9 @@ void Join::waitAll(const std::string& step, const char* what, bool goneCounts) {
   };
   watch([&] { return store_.add(key(step), 0) >= size_ || (goneCounts && arrivedOrGone()); },
         [&] {
+          return sharedProgress(
+              step,
+              [&] {
           const std::vector<int> late = notMarked(step);
           std::string hosts;
           for (int r : late) {
@@ -482,8 +500,32 @@ void Join::waitAll(const std::string& step, const char* what, bool goneCounts) {
             if (c.rank >= 0 && hosts.size() < 400) hosts += fmt::format("; rank {}: {}", r, c.where());
           }
           return fmt::format("waiting for rank(s) {}{}", rankRanges(late), hosts);
+              },
+              [&] {
+                return fmt::format("{} of {} ranks have arrived; rank 0 names the others",
+                                   store_.add(key(step), 0), size_);
+              });
         },
         what);
+}
+
+std::string Join::sharedProgress(const std::string& what,
+                                 const std::function<std::string()>& compute,
+                                 const std::function<std::string()>& count) {
+  if (size_ <= kNamedByEveryRank) return compute();
+  const std::string shared = key("progress");
+  if (rank_ == 0) {
+    std::string text = compute();
+    store_.setString(shared, what + "\n" + text);
+    return text;
+  }
+  if (store_.check({shared})) {
+    const std::string text = store_.getString(shared);
+    if (text.starts_with(what + "\n")) {
+      return text.substr(what.size() + 1) + " (as rank 0 last reported)";
+    }
+  }
+  return count();
 }
 
 template <typename Ready, typename Progress>
@@ -515,7 +557,9 @@ void Join::watch(Ready&& ready, Progress&& progress, const char* what) {
       while (nextReport <= now) nextReport += options_.joinProgressEvery;
     }
     std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - now));
-    pause = std::min<Clock::duration>(pause * 2, kLongestPoll);
+    const Clock::duration longest = std::clamp<Clock::duration>(
+        kLongestPollPerRank * size_, kLongestPoll, kLongestPollCap);
+    pause = std::min<Clock::duration>(pause * 2, longest);
   }
 }
 

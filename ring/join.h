@@ -36,6 +36,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -171,6 +172,14 @@ class Join {
   std::string signClaim(const std::string& text, int64_t seq) const;
   bool checkClaim(const std::string& signedText, int64_t seq, std::string* text) const;
   std::string key(const std::string& name) const { return prefix_ + "/join/" + name; }
+  // The words of a progress report or timeout on `what` ("joining", a barrier's step).
+  // Naming the missing ranks costs O(n) store calls: every rank of a job up to
+  // kNamedByEveryRank ranks computes them (compute); in a larger one rank 0 computes and
+  // publishes them, and the others print rank 0's latest, or count() until there is one.
+  std::string sharedProgress(const std::string& what,
+                             const std::function<std::string()>& compute,
+                             const std::function<std::string()>& count);
+  static constexpr int kNamedByEveryRank = 64;
   std::string joinedSummary() const;
   std::vector<int> missing() const;
 
