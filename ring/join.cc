@@ -3,7 +3,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -21,6 +24,11 @@ using namespace std::chrono_literals;
 
 constexpr auto kFirstPoll = 2ms;
 constexpr auto kLongestPoll = 100ms;
+// Every waiting rank polls the one store thread, and rank 0's reads of the claims wait
+// behind those polls: the longest pause grows with the ranks (0.25 ms each, up to 2 s),
+// bounding the polls to about 8,000 calls a second whatever the size (docs/scaling.md).
+constexpr auto kLongestPollPerRank = 250us;
+constexpr auto kLongestPollCap = 2000ms;
 constexpr auto kLinger = 2s;  // how long a serving rank keeps a failure readable
 
 std::string hostName() {
@@ -197,14 +205,35 @@ std::vector<Claim> Join::checkIn(const Claim& mine) {
   store_.addOnClose(key(fmt::format("dropped/{}", rank_)), 1);
   const int64_t seq = store_.add(key("arrived"), 1);
   store_.setString(key(fmt::format("claim/{}", seq)), signClaim(mine.encode(), seq));
+  // Rank 0 reads the n claims and publishes them as one value; the others read that value
+  // once: O(n) store calls for the whole join instead of n per rank (docs/scaling.md).
+  const std::string all = key("claims");
   watch(
       [&] {
-        absorb(mine);
-        return joined_ == size_;
+        if (rank_ == 0) {
+          absorb(mine);
+          if (joined_ < size_) return false;
+          store_.setString(all, aggregate());
+          return true;
+        }
+        if (!store_.check({all})) return false;
+        absorbAggregate(mine, store_.getString(all));
+        return true;
       },
       [&] {
-        return fmt::format("{} of {} ranks have joined; missing {} (not seen yet); joined {}",
-                           joined_, size_, rankRanges(missing()), joinedSummary());
+        return sharedProgress(
+            "joining",
+            [&] {
+              // Slow: read the claims one by one to say who is missing (rank 0 has them).
+              if (rank_ != 0) absorb(mine);
+              return fmt::format(
+                  "{} of {} ranks have joined; missing {} (not seen yet); joined {}", joined_,
+                  size_, rankRanges(missing()), joinedSummary());
+            },
+            [&] {
+              return fmt::format("{} of {} ranks have checked in; rank 0 names the missing",
+                                 std::min<int64_t>(store_.add(key("arrived"), 0), size_), size_);
+            });
       },
       "joining");
   store_.setString(key("complete"), "1");
@@ -220,12 +249,65 @@ std::vector<Claim> Join::checkIn(const Claim& mine) {
 
 void Join::absorb(const Claim& mine) {
   const int64_t arrived = store_.add(key("arrived"), 0);
-  while (seen_ < arrived) {
-    const std::string k = key(fmt::format("claim/{}", seen_ + 1));
-    if (!store_.check({k})) return;  // its rank is between its add and its set
+  absorbFrom(mine, [&](int64_t seq) -> std::optional<std::string> {
+    if (seq > arrived) return std::nullopt;
+    const std::string k = key(fmt::format("claim/{}", seq));
+    if (!store_.check({k})) return std::nullopt;  // its rank is between its add and its set
+    return store_.getString(k);
+  });
+}
+
+// "<seq> <bytes>\n<signed claim text>" for arrivals 1..n, in order.
+std::string Join::aggregate() const {
+  std::string out;
+  for (size_t i = 0; i < signed_.size(); ++i) {
+    out += fmt::format("{} {}\n", i + 1, signed_[i].size());
+    out += signed_[i];
+  }
+  return out;
+}
+
+void Join::absorbAggregate(const Claim& mine, const std::string& text) {
+  std::map<int64_t, std::string> bySeq;
+  bool wellFormed = true;
+  for (size_t at = 0; at < text.size();) {
+    const size_t nl = text.find('\n', at);
+    long long seq = 0;
+    unsigned long long bytes = 0;
+    if (nl == std::string::npos ||
+        std::sscanf(text.substr(at, nl - at).c_str(), "%lld %llu", &seq, &bytes) != 2 ||
+        bytes > text.size() - nl - 1 || seq < 1 || seq > size_ || bySeq.count(seq) != 0) {
+      wellFormed = false;
+      break;
+    }
+    bySeq[seq] = text.substr(nl + 1, bytes);
+    at = nl + 1 + bytes;
+  }
+  if (wellFormed) {
+    absorbFrom(mine, [&](int64_t seq) -> std::optional<std::string> {
+      auto it = bySeq.find(seq);
+      if (it == bySeq.end()) return std::nullopt;
+      return it->second;
+    });
+  }
+  if (!wellFormed || joined_ != size_) {
+    fail(ErrorCode::kInvalidArgument,
+         "rank {}: the check-ins rank 0 gathered in {} are malformed or incomplete ({} of {} "
+         "ranks; a different gyre version, or another program using the port?)",
+         rank_, storeName_, joined_, size_);
+  }
+}
+
+template <typename Next>
+void Join::absorbFrom(const Claim& mine, Next&& next) {
+  for (;;) {
+    std::optional<std::string> got = next(seen_ + 1);
+    if (!got) return;
     ++seen_;
+    progressed_ = true;
     Claim c;
-    const std::string signedText = store_.getString(k);
+    const std::string& signedText = *got;
+    signed_.push_back(signedText);
     std::string text = signedText;
     const bool authentic = checkClaim(signedText, seen_, &text);
     if (!Claim::decode(text, &c)) {
@@ -375,6 +457,10 @@ void Join::arrive(const std::string& step, const char* what) {
   // but not counted, which left the others waiting on "rank(s) none".
   store_.add(key(step), 1);
   store_.setString(key(fmt::format("{}/{}", step, rank_)), "1");
+  // Its drop from now on is no alarm (checkAlarms): counted apart, so that the others
+  // need not look at every rank's marks to learn it. After the mark: a rank that dies
+  // between the two is found by checkAlarms' scan.
+  if (step == "done") store_.addOnClose(key("dropped-done"), 1);
 }
 
 void Join::waitAll(const std::string& step, const char* what) { waitAll(step, what, false); }
@@ -391,13 +477,22 @@ void Join::waitAll(const std::string& step, const char* what, bool goneCounts) {
   auto arrivedOrGone = [&] {
     // Drops are counted in "alarm": without one there is nobody to count as gone.
     if (store_.add(key("alarm"), 0) == 0) return false;
-    for (int r : notMarked(step)) {
-      if (!store_.check({key(fmt::format("dropped/{}", r))})) return false;
+    // Marks and drops stay: a rank found settled is never asked again, so this costs
+    // O(n) store calls in all, not per poll (only leave() counts the gone).
+    while (settledBelow_ < size_) {
+      if (!store_.check({key(fmt::format("{}/{}", step, settledBelow_))}) &&
+          !store_.check({key(fmt::format("dropped/{}", settledBelow_))})) {
+        return false;
+      }
+      ++settledBelow_;
     }
     return true;
   };
   watch([&] { return store_.add(key(step), 0) >= size_ || (goneCounts && arrivedOrGone()); },
         [&] {
+          return sharedProgress(
+              step,
+              [&] {
           const std::vector<int> late = notMarked(step);
           std::string hosts;
           for (int r : late) {
@@ -405,8 +500,32 @@ void Join::waitAll(const std::string& step, const char* what, bool goneCounts) {
             if (c.rank >= 0 && hosts.size() < 400) hosts += fmt::format("; rank {}: {}", r, c.where());
           }
           return fmt::format("waiting for rank(s) {}{}", rankRanges(late), hosts);
+              },
+              [&] {
+                return fmt::format("{} of {} ranks have arrived; rank 0 names the others",
+                                   store_.add(key(step), 0), size_);
+              });
         },
         what);
+}
+
+std::string Join::sharedProgress(const std::string& what,
+                                 const std::function<std::string()>& compute,
+                                 const std::function<std::string()>& count) {
+  if (size_ <= kNamedByEveryRank) return compute();
+  const std::string shared = key("progress");
+  if (rank_ == 0) {
+    std::string text = compute();
+    store_.setString(shared, what + "\n" + text);
+    return text;
+  }
+  if (store_.check({shared})) {
+    const std::string text = store_.getString(shared);
+    if (text.starts_with(what + "\n")) {
+      return text.substr(what.size() + 1) + " (as rank 0 last reported)";
+    }
+  }
+  return count();
 }
 
 template <typename Ready, typename Progress>
@@ -419,6 +538,8 @@ void Join::watch(Ready&& ready, Progress&& progress, const char* what) {
     // The store's own errors leave as they are: creation puts them in words once, for
     // every store call it makes (explainStoreLoss).
     if (ready()) return;
+    if (progressed_) pause = kFirstPoll;  // more may be coming at once
+    progressed_ = false;
     checkAlarms();
     checkGone();
     checkRefusals();
@@ -436,7 +557,9 @@ void Join::watch(Ready&& ready, Progress&& progress, const char* what) {
       while (nextReport <= now) nextReport += options_.joinProgressEvery;
     }
     std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - now));
-    pause = std::min<Clock::duration>(pause * 2, kLongestPoll);
+    const Clock::duration longest = std::clamp<Clock::duration>(
+        kLongestPollPerRank * size_, kLongestPoll, kLongestPollCap);
+    pause = std::min<Clock::duration>(pause * 2, longest);
   }
 }
 
@@ -482,6 +605,12 @@ void Join::checkAlarms() {
                 fmt::format("rank {}: creating the communicator failed on another rank: {}", rank_,
                             nl == std::string::npos ? text : text.substr(nl + 1)),
                 ErrorCause::kFailedElsewhere);
+  }
+  // Every alarm so far is the drop of a rank that had arrived at "done" (arrive()):
+  // nothing wrong, and no need to look at each rank.
+  if (store_.add(key("dropped-done"), 0) == alarms) {
+    alarmsSeen_ = alarms;
+    return;
   }
   for (int r = 0; r < size_; ++r) {
     if (!store_.check({key(fmt::format("dropped/{}", r))}) ||

@@ -16,18 +16,27 @@
 //      wrongly signed (written by anyone without the secret, e.g. in torch's open store)
 //      fails creation on every rank that reads it, naming it; no rank connects to it. The store is asked to add 1 to "alarm" and to "dropped/<r>" when the
 //      rank's connection closes (it died while joining).
-//   4. Every rank polls the arrivals and checks each claim against its own (world size,
-//      a rank claimed twice, settings that must agree, the secret's fingerprint); watches "alarm" (a
-//      failure published by any rank with publishFailure(), or a drop of a rank that has
-//      not arrived at "done"); reports progress on stderr (Options::joinProgress*); and
-//      gives up at Options::joinTimeout naming the missing ranks.
-// arrive()/waitAll() are the same watchful wait for the later barriers of creation.
+//   4. Rank 0 polls the arrivals and reads each claim as it comes, checking it against its
+//      own (world size, a rank claimed twice, settings that must agree, the secret's
+//      fingerprint); once all have joined it sets "claims", every signed claim text with
+//      its arrival number, in one value. Every other rank polls that one key (O(1) store
+//      calls a poll, O(n) in all for the join: docs/scaling.md), then runs the same checks
+//      on each claim, its signature included. Only to report progress or a timeout does a
+//      rank other than 0 read the claims one by one, to name the missing ranks. Every rank
+//      watches "alarm" (a failure published by any rank with publishFailure(), or a drop
+//      of a rank that has not arrived at "done"); reports progress on stderr
+//      (Options::joinProgress*); and gives up at Options::joinTimeout naming the missing
+//      ranks.
+// arrive()/waitAll() are the same watchful wait for the later barriers of creation: one
+// counter per step, read once a poll; the per-rank marks are read only for messages (and
+// at leave(), once each, to count a rank that died as gone).
 //
 // Ownership and threads: a Join belongs to one rank's creation, on one thread; it keeps a
 // reference to the store, which must outlive it.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -147,13 +156,30 @@ class Join {
   std::vector<int> notMarked(const std::string& step);  // ranks without "<step>/<r>"
   template <typename Ready, typename Progress>
   void watch(Ready&& ready, Progress&& progress, const char* what);
-  void absorb(const Claim& mine);  // reads and checks the claims that arrived
+  // Reads and checks the claims that arrived, one store key each (rank 0; any rank when
+  // it must name the missing ones).
+  void absorb(const Claim& mine);
+  // Checks the claims of arrivals seen_+1.. from `next` (nullopt: not there yet).
+  template <typename Next>
+  void absorbFrom(const Claim& mine, Next&& next);
+  // The "claims" value rank 0 publishes: every signed claim text with its arrival number.
+  std::string aggregate() const;
+  // Checks every claim of rank 0's "claims" value that this rank has not read yet.
+  void absorbAggregate(const Claim& mine, const std::string& text);
   // With a secret, a claim is signed (ring/join.cc); checkClaim sets *text to the claim
   // without its signature and says whether the signature is right.
   std::string claimMac(const std::string& text, int64_t seq) const;
   std::string signClaim(const std::string& text, int64_t seq) const;
   bool checkClaim(const std::string& signedText, int64_t seq, std::string* text) const;
   std::string key(const std::string& name) const { return prefix_ + "/join/" + name; }
+  // The words of a progress report or timeout on `what` ("joining", a barrier's step).
+  // Naming the missing ranks costs O(n) store calls: every rank of a job up to
+  // kNamedByEveryRank ranks computes them (compute); in a larger one rank 0 computes and
+  // publishes them, and the others print rank 0's latest, or count() until there is one.
+  std::string sharedProgress(const std::string& what,
+                             const std::function<std::string()>& compute,
+                             const std::function<std::string()>& count);
+  static constexpr int kNamedByEveryRank = 64;
   std::string joinedSummary() const;
   std::vector<int> missing() const;
 
@@ -166,6 +192,9 @@ class Join {
   const Clock::time_point start_;
   std::string prefix_;
   std::vector<Claim> byRank_;  // claims read so far, by rank (rank -1: none yet)
+  std::vector<std::string> signed_;  // their texts as stored, by arrival (rank 0)
+  int settledBelow_ = 0;  // leave(): ranks below it are known marked at "left" or dropped
+  bool progressed_ = false;  // a poll made progress: watch() polls again soon
   int64_t seen_ = 0;           // claims read (arrival numbers 1..seen_)
   int joined_ = 0;
   int64_t alarmsSeen_ = 0;

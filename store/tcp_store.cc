@@ -1,5 +1,6 @@
 #include "store/tcp_store.h"
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -112,7 +113,9 @@ std::shared_ptr<TcpStore> TcpStore::serve(const std::string& host, uint16_t port
   int bindErrno = 0;
   try {
     address = SocketAddress::resolve(host, port);
-    listening = tryListenOn(address, &bindErrno);
+    // Every rank connects at once: a backlog of 128 drops SYNs at a few hundred ranks,
+    // and each drop costs a client a 1 s retransmission (the kernel caps it at somaxconn).
+    listening = tryListenOn(address, &bindErrno, SOMAXCONN);
   } catch (const Error& e) {
     throw Error(e.code(), fmt::format("bootstrap store: {}", e.what()));
   }

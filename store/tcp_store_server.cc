@@ -1,7 +1,7 @@
 #include "store/tcp_store_server.h"
 
 #include <netinet/in.h>
-#include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -18,6 +18,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/secret.h"
+#include "store/fd_limit.h"
 #include "store/store_auth.h"
 #include "store/store_protocol.h"
 
@@ -25,6 +26,11 @@ namespace gyre {
 namespace {
 
 constexpr int kNoRank = -1;  // the store runs before ranks are known
+
+// epoll ids of the two descriptors that are not clients (client ids count up from 1).
+constexpr uint64_t kStopId = UINT64_MAX;
+constexpr uint64_t kListenId = UINT64_MAX - 1;
+constexpr int kEventsPerWait = 256;
 
 // Per poll round and client: bounds the time one client sending a large value keeps
 // the others waiting, and how far its input runs ahead of the parser.
@@ -71,8 +77,9 @@ StoreReply errorReply(std::string message) {
 }
 }  // namespace
 
-// The store's server: one thread polling the listener, the clients and a stop
-// eventfd. Sockets are non-blocking with an input and an output buffer per client;
+// The store's server: one thread waiting in epoll on the listener, the clients and a
+// stop eventfd (epoll, not poll: a round costs what is ready, not one entry per client,
+// so 1,024+ clients stay cheap; docs/scaling.md). Sockets are non-blocking with an input and an output buffer per client;
 // a get or wait whose keys are missing parks the client in waiters_ until a set or
 // add of the key replies to it. A client that breaks the protocol is closed with a
 // warning; the others are not affected. All state below stop_ belongs to the thread.
@@ -88,8 +95,14 @@ class TcpStoreServer::Loop {
            listen_.get());
     }
     setNonBlocking(listen_.get(), true);
+    // One descriptor per client: the default soft limit (1,024) would cap the ranks.
+    raiseFdLimit();
     stop_ = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!stop_) failSystem(errno, "eventfd");
+    epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
+    if (!epoll_) failSystem(errno, "epoll_create1");
+    control(EPOLL_CTL_ADD, stop_.get(), kStopId, EPOLLIN);
+    control(EPOLL_CTL_ADD, listen_.get(), kListenId, EPOLLIN);
     name_ = SocketAddress::ofSocket(listen_.get()).toString();
     thread_ = std::thread([this] { run(); });
   }
@@ -123,7 +136,26 @@ class TcpStoreServer::Loop {
     std::optional<StoreRequest> held;  // a get or wait waiting for its keys
     std::string heldOn;                // the key it is registered under in waiters_
     std::vector<std::pair<std::string, int64_t>> onClose;  // kAddOnClose: applied in close()
+    bool watchingOut = false;  // registered for EPOLLOUT (output is pending)
   };
+
+  void control(int op, int fd, uint64_t id, uint32_t events) {
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.u64 = id;
+    if (::epoll_ctl(epoll_.get(), op, fd, &ev) != 0) failSystem(errno, "epoll_ctl");
+  }
+
+  // Level-triggered: EPOLLOUT only while output waits, or every wait would return at once.
+  void watchOutput(uint64_t id) {
+    auto it = clients_.find(id);
+    if (it == clients_.end()) return;
+    Client& c = it->second;
+    const bool want = c.outSent < c.out.size();
+    if (want == c.watchingOut) return;
+    control(EPOLL_CTL_MOD, c.fd.get(), id, want ? (EPOLLIN | EPOLLOUT) : EPOLLIN);
+    c.watchingOut = want;
+  }
 
   void run() {
     try {
@@ -137,44 +169,50 @@ class TcpStoreServer::Loop {
   }
 
   void loop() {
-    std::vector<pollfd> fds;
-    std::vector<uint64_t> ids;
+    epoll_event events[kEventsPerWait];
+    std::vector<uint64_t> touched;
+    bool listening = true;  // the listener is registered (not paused after EMFILE)
     for (;;) {
-      fds.clear();
-      ids.clear();
-      bool accepting = Clock::now() >= acceptPausedUntil_;
-      fds.push_back({stop_.get(), POLLIN, 0});
-      fds.push_back({listen_.get(), static_cast<short>(accepting ? POLLIN : 0), 0});
-      for (auto& [id, c] : clients_) {
-        short events = POLLIN;
-        if (c.outSent < c.out.size()) events |= POLLOUT;
-        fds.push_back({c.fd.get(), events, 0});
-        ids.push_back(id);
+      const bool accepting = Clock::now() >= acceptPausedUntil_;
+      if (accepting != listening) {
+        // A listener paused after running out of descriptors stays readable: out of the
+        // set until the pause ends, or the wait would spin.
+        control(accepting ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, listen_.get(), kListenId, EPOLLIN);
+        listening = accepting;
       }
-      int rc =
-          ::poll(fds.data(), fds.size(), accepting ? -1 : static_cast<int>(kAcceptPause.count()));
+      int rc = ::epoll_wait(epoll_.get(), events, kEventsPerWait,
+                            accepting ? -1 : static_cast<int>(kAcceptPause.count()));
       if (rc < 0) {
         if (errno == EINTR) continue;
-        failSystem(errno, "poll");
+        failSystem(errno, "epoll_wait");
       }
-      if (fds[0].revents != 0) return;
-      if (fds[1].revents & POLLIN) acceptAll();
-      for (size_t i = 0; i < ids.size(); ++i) {
-        short revents = fds[i + 2].revents;
-        if (revents == 0 || clients_.count(ids[i]) == 0) continue;
-        if ((revents & (POLLIN | POLLHUP | POLLERR)) && !receive(ids[i])) continue;
-        pump(ids[i]);
-        auto it = clients_.find(ids[i]);
-        if (it != clients_.end() && it->second.ended) {
-          close(ids[i], LogLevel::kInfo, "closed the connection");
+      touched.clear();
+      for (int i = 0; i < rc; ++i) {
+        const uint64_t id = events[i].data.u64;
+        const uint32_t revents = events[i].events;
+        if (id == kStopId) return;
+        if (id == kListenId) {
+          acceptAll();
+          continue;
         }
+        if (clients_.count(id) == 0) continue;  // closed earlier in this round
+        if ((revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !receive(id)) continue;
+        pump(id);
+        auto it = clients_.find(id);
+        if (it != clients_.end() && it->second.ended) {
+          close(id, LogLevel::kInfo, "closed the connection");
+          continue;
+        }
+        touched.push_back(id);
       }
       // Clients whose held get/wait a set just answered.
       while (!ready_.empty()) {
         uint64_t id = ready_.back();
         ready_.pop_back();
         if (clients_.count(id) != 0) pump(id);
+        touched.push_back(id);
       }
+      for (uint64_t id : touched) watchOutput(id);
     }
   }
 
@@ -187,13 +225,22 @@ class TcpStoreServer::Loop {
       if (fd < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK) return;
         if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO) continue;
-        log(LogLevel::kWarn, kNoRank, "bootstrap store at {}: accept failed ({}); retrying in {}",
-            name_, std::strerror(errno), describeDuration(kAcceptPause));
+        const int err = errno;
+        log(LogLevel::kWarn, kNoRank, "bootstrap store at {}: accept failed ({}); retrying in {}{}",
+            name_, std::strerror(err), describeDuration(kAcceptPause),
+            err == EMFILE || err == ENFILE
+                ? fmt::format(" ({} clients connected; {})", clients_.size(), [&] {
+                    std::string why = fdLimitShortfall(clients_.size() + 64, "the store");
+                    return why.empty() ? std::string("the system's descriptor limit is reached")
+                                       : why;
+                  }())
+                : std::string());
         acceptPausedUntil_ = Clock::now() + kAcceptPause;
         return;
       }
       Client c;
       c.fd = Fd(fd);
+      control(EPOLL_CTL_ADD, fd, nextId_, EPOLLIN);
       SocketAddress peer;
       std::memcpy(&peer.storage, &addr, len);
       peer.length = len;
@@ -507,6 +554,7 @@ class TcpStoreServer::Loop {
   long unloggedRefusals_ = 0;
   Clock::time_point refusalWindowStart_{};
   Fd stop_;
+  Fd epoll_;
   std::string name_;
   std::thread thread_;
 

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""The measured tables of docs/benchmarks.md and docs/pytorch.md, made from the committed results (bench/results/).
+"""The measured tables of docs/benchmarks.md, docs/pytorch.md and docs/scaling.md, made from the committed results (bench/results/).
 
 Each table sits between `<!-- table: NAME -->` and `<!-- end table -->`; this script
 rewrites only what lies between them: the table, computed from the result folder's raw
 files (or its transcribed CSV where no raw output was kept), and a line naming the folder
 with the date, machine and commit of its meta.json.
 
-  tools/bench_tables.py            rewrite the tables in docs/benchmarks.md and docs/pytorch.md
+  tools/bench_tables.py            rewrite the tables in docs/benchmarks.md, docs/pytorch.md
+                                   and docs/scaling.md
   tools/bench_tables.py --check    change nothing; exit 1 and print a diff where a page
                                    differs from what the data gives (ctest bench_tables)
 
@@ -441,7 +442,79 @@ TABLES = {
 }
 # docs/pytorch.md's tables (the page is edited by hand around them).
 PYTORCH_TABLES = {"torch_styles": t_torch_styles}
-PAGES = {PAGE: TABLES, PYTORCH_PAGE: PYTORCH_TABLES}
+
+
+# ---------------------------------------------------------------- docs/scaling.md
+
+SCALING_PAGE = ROOT / "docs" / "scaling.md"
+CREATION_FOLDER = "creation_scale_1host"
+CREATION_PEERS = [("gyre_main", "gyre, claims read by every rank"),
+                  ("gyre_bootstrap", "gyre, claims gathered by rank 0"),
+                  ("gloo", "Gloo full mesh"), ("mpi", "Open MPI")]
+
+
+def jsonl(path):
+    return [json.loads(line) for line in (RESULTS / path).read_text().splitlines() if line.strip()]
+
+
+def creation_cell(rows):
+    """Median wall time of the ok launches (range when several), else the status."""
+    ok = [r["wall_s"] for r in rows if r["status"] == "ok"]
+    if ok:
+        text = f"{statistics.median(ok):.1f} s"
+        if len(ok) > 1:
+            text += f" ({min(ok):.1f}-{max(ok):.1f})"
+        return text
+    words = {"low-memory": "stopped: host memory low", "timeout": "timed out"}
+    said = {words.get(r["status"], r["status"].replace("exit-", "failed, exit ")) for r in rows}
+    return ", ".join(sorted(said)) if rows else "not tried"
+
+
+def t_creation_scale():
+    rows = jsonl(f"{CREATION_FOLDER}/rows.jsonl")
+    header = ["ranks", "peer", "8 B x 5: wall", "1 MiB x 5: wall", "fds / threads / RSS a rank"]
+    out = []
+    for n in sorted({r["n"] for r in rows}):
+        for peer, label in CREATION_PEERS:
+            mine = [r for r in rows if r["n"] == n and r["peer"] == peer]
+            if not mine:
+                continue
+            small = [r for r in mine if r["run"] == "small"]
+            big = [r for r in mine if r["run"] == "1mib"]
+            sampled = [r for r in mine if r.get("rank_fds_max") is not None]
+            held = "-"
+            if sampled:
+                held = "{:.0f} / {:.0f} / {:.0f} MiB".format(
+                    max(r["rank_fds_max"] for r in sampled),
+                    max(r["rank_threads_max"] for r in sampled),
+                    max(r["rank_rss_mib_max"] for r in sampled))
+            out.append([str(n), label, creation_cell(small), creation_cell(big), held])
+    return header, out, [(CREATION_FOLDER, "rows.jsonl")]
+
+
+def t_join_scale():
+    rows = jsonl(f"{CREATION_FOLDER}/join_scale.jsonl")
+    labels = [("main", "claims read by every rank"), ("new", "claims gathered by rank 0")]
+    header = ["ranks"] + [f"{text}: {what}" for _, text in labels
+                          for what in ("time", "store calls", "claim reads")]
+    out = []
+    for n in sorted({r["n"] for r in rows}):
+        line = [str(n)]
+        for label, _ in labels:
+            got = [r for r in rows if r["n"] == n and r["label"] == label]
+            ok = [r for r in got if r["status"] == "ok"]
+            if ok:
+                line += [f"{statistics.median(r['seconds'] for r in ok):.2f} s",
+                         thousands(statistics.median(r["store_calls"] for r in ok)),
+                         thousands(statistics.median(r["claim_gets"] for r in ok))]
+            else:
+                line += [got[0]["status"] if got else "not run", "-", "-"]
+        out.append(line)
+    return header, out, [(CREATION_FOLDER, "join_scale.jsonl")]
+
+
+SCALING_TABLES = {"creation_scale": t_creation_scale, "join_scale": t_join_scale}
+PAGES = {PAGE: TABLES, PYTORCH_PAGE: PYTORCH_TABLES, SCALING_PAGE: SCALING_TABLES}
 
 
 # ---------------------------------------------------------------- the page

@@ -30,13 +30,14 @@ using Clock = std::chrono::steady_clock;
 constexpr int kListenFd = 3;
 constexpr int kReadyFd = 4;
 
-// A listening socket bound to `addr`; -1 and errno on failure.
+// A listening socket bound to `addr`; -1 and errno on failure. The backlog is the
+// kernel's cap: every rank of the job connects at once (a drop costs a 1 s retransmit).
 int listenOn(const sockaddr* addr, socklen_t length) {
   const int fd = ::socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   const int one = 1;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (::bind(fd, addr, length) != 0 || ::listen(fd, 128) != 0) {
+  if (::bind(fd, addr, length) != 0 || ::listen(fd, SOMAXCONN) != 0) {
     const int err = errno;
     ::close(fd);
     errno = err;

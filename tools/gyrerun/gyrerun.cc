@@ -10,6 +10,7 @@
 // builds and works while the library does not (the store is a program of its own).
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -86,6 +87,31 @@ std::string randomSecret() {
 
 }  // namespace
 
+// Two pipes per child (its stdout and stderr), and the children inherit the limit: the
+// default soft limit (1,024) stops a launch near 500 ranks, and each rank holds a socket
+// per peer it connects. Raised to the hard limit; below what the ranks' pipes need, the
+// launch stops here naming the limit.
+static bool raiseFdLimit(int children) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return true;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  const rlim_t need = 2 * static_cast<rlim_t>(children) + 64;
+  if (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= need) return true;
+  std::fprintf(stderr,
+               "gyrerun: %d ranks on this node need about %llu file descriptors here (two "
+               "pipes each), but this process may open only %llu (its hard limit, "
+               "RLIMIT_NOFILE): raise it with `ulimit -n %llu` (or LimitNOFILE= under systemd, "
+               "nofile in /etc/security/limits.conf), or start fewer ranks per node\n",
+               children, static_cast<unsigned long long>(need),
+               static_cast<unsigned long long>(limit.rlim_cur),
+               static_cast<unsigned long long>(need));
+  return false;
+}
+
 int main(int argc, char** argv) {
   using namespace gyre::tools;
   ParseResult parsed = parseLaunchOptions(argc, argv);
@@ -102,6 +128,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const LaunchOptions& options = parsed.options;
+  if (!raiseFdLimit(options.nprocPerNode)) return 1;
 
   RankEnvironment env;
   env.masterAddr = options.masterAddr.empty() ? "127.0.0.1" : options.masterAddr;
