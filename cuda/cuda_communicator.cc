@@ -250,17 +250,7 @@ class CudaCommunicator::Impl : private StagedFailures {
       abort();
       throw;
     }
-    uint64_t largest = 0;
-    for (size_t s = 0; s < n; ++s) {
-      for (size_t r = 0; r < n; ++r) {
-        const uint64_t sends = all[s * 2 * n + r], expects = all[r * 2 * n + n + s];
-        if (sends != expects) {
-          fail(ErrorCode::kMismatch, "rank {}: {}: rank {} sends {} elements to rank {}, which "
-               "expects {} (recvCounts[{}])", rank_, what, s, sends, r, expects, s);
-        }
-        largest = std::max(largest, sends);
-      }
-    }
+    const uint64_t largest = checkSharedCounts(all, n, what, rank_);
     const size_t per = ipcAllToAllvPerRound(*ipc_, dtype);
     return (largest + per - 1) / per;
   }
@@ -480,51 +470,41 @@ void CudaCommunicator::allReduce(const void* sendbuf, void* recvbuf, size_t coun
                                  ReduceOp op, CUstream_st* stream) {
   impl_->allReduce(sendbuf, recvbuf, count, dtype, op, stream);
 }
-
 void CudaCommunicator::allGather(const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
                                  CUstream_st* stream) {
   impl_->allGather(sendbuf, recvbuf, count, dtype, stream);
 }
-
 void CudaCommunicator::reduceScatter(const void* sendbuf, void* recvbuf, size_t count,
                                      DataType dtype, ReduceOp op, CUstream_st* stream) {
   impl_->reduceScatter(sendbuf, recvbuf, count, dtype, op, stream);
 }
-
 void CudaCommunicator::broadcast(void* buffer, size_t count, DataType dtype, int root,
                                  CUstream_st* stream) {
   impl_->broadcast(buffer, count, dtype, root, stream);
 }
-
 void CudaCommunicator::allToAll(const void* sendbuf, void* recvbuf, size_t count, DataType dtype,
                                 CUstream_st* stream) {
   impl_->allToAll(sendbuf, recvbuf, count, dtype, stream);
 }
-
 void CudaCommunicator::allToAllv(const void* sendbuf, const size_t* sendCounts,
                                  const size_t* sendDispls, void* recvbuf, const size_t* recvCounts,
                                  const size_t* recvDispls, DataType dtype, CUstream_st* stream) {
   impl_->allToAllv(sendbuf, sendCounts, sendDispls, recvbuf, recvCounts, recvDispls, dtype, stream);
 }
-
 void CudaCommunicator::send(const void* buf, size_t count, DataType dtype, int peer,
                             CUstream_st* stream) {
   impl_->sendRecv("send", buf, count, peer, nullptr, 0, -1, dtype, stream);
 }
-
 void CudaCommunicator::recv(void* buf, size_t count, DataType dtype, int peer, CUstream_st* stream) {
   impl_->sendRecv("recv", nullptr, 0, -1, buf, count, peer, dtype, stream);
 }
-
 void CudaCommunicator::sendRecv(const void* sendbuf, size_t sendCount, int sendPeer, void* recvbuf,
                                 size_t recvCount, int recvPeer, DataType dtype,
                                 CUstream_st* stream) {
   impl_->sendRecv("sendrecv", sendbuf, sendCount, sendPeer, recvbuf, recvCount, recvPeer, dtype,
                  stream);
 }
-
 void CudaCommunicator::barrier(CUstream_st* stream) { impl_->barrier(stream); }
-
 void CudaCommunicator::synchronize() { impl_->synchronize(); }
 void CudaCommunicator::abort() { impl_->abort(); }
 

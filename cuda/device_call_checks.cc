@@ -155,4 +155,20 @@ AllToAllvArgs checkAllToAllvArgs(const void* sendbuf, const size_t* sendCounts,
   return a;
 }
 
+uint64_t checkSharedCounts(const std::vector<uint64_t>& all, size_t n, const std::string& what,
+                           int rank) {
+  uint64_t largest = 0;
+  for (size_t s = 0; s < n; ++s) {
+    for (size_t r = 0; r < n; ++r) {
+      const uint64_t sends = all[s * 2 * n + r], expects = all[r * 2 * n + n + s];
+      if (sends != expects) {
+        fail(ErrorCode::kMismatch, "rank {}: {}: rank {} sends {} elements to rank {}, which "
+             "expects {} (recvCounts[{}])", rank, what, s, sends, r, expects, s);
+      }
+      largest = std::max(largest, sends);
+    }
+  }
+  return largest;
+}
+
 }  // namespace gyre

@@ -3,8 +3,8 @@
 //
 // Contract: each check throws gyre::Error(kInvalidArgument) naming `rank` and the call
 // (`what`, e.g. "device alltoall #3 (float32, count 8)"), except checkCudaCall, which
-// throws kSystemError naming the CUDA call and its error. Nothing here touches a
-// communicator's state.
+// throws kSystemError naming the CUDA call and its error, and checkSharedCounts, which
+// throws kMismatch. Nothing here touches a communicator's state.
 #pragma once
 
 #include <cstddef>
@@ -54,5 +54,11 @@ AllToAllvArgs checkAllToAllvArgs(const void* sendbuf, const size_t* sendCounts,
                                  const size_t* recvCounts, const size_t* recvDispls,
                                  DataType dtype, const std::string& what, int rank, int size,
                                  int device);
+
+// Every rank's all-to-allv counts (rank s's 2n entries: its sendCounts, then its
+// recvCounts), as all-gathered: throws kMismatch naming both ranks where what one sends
+// differs from what its peer expects; returns the largest block.
+uint64_t checkSharedCounts(const std::vector<uint64_t>& all, size_t n, const std::string& what,
+                           int rank);
 
 }  // namespace gyre
