@@ -23,6 +23,9 @@
 #   test_ipc_allreduce cuda_ipc_allreduce_test: the device collectives through CUDA IPC
 #                  (all-reduce, all-gather, reduce-scatter, broadcast), 2-4 ranks on
 #                  GPU 0, every dtype/op vs the host collectives, peer loss, abort
+#   test_collectives cuda_collectives_test: all-to-all(v), send/recv, sendRecv and barrier
+#                  on device buffers on both paths (CUDA IPC, and staged), 2-4 ranks on
+#                  GPU 0, byte for byte vs the host collectives
 #   bench_reduce   float32/bfloat16 sum at 256 MiB vs cudaMemcpy D2D (2 reads + 1 write)
 #   bench_device   gyrerun -n 4 cuda_allreduce_bench 64 MiB: host vs device buffers
 #                  staged through the host (GYRE_CUDA_IPC=0), slices 1M/4M/16M, enqueue
@@ -42,7 +45,7 @@
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PACK=$ROOT/build-gpu/pack
-TARGETS="cuda_reduce_test cuda_allreduce_test cuda_ipc_test cuda_ipc_allreduce_test cuda_reduce_bench cuda_allreduce_bench gyre-bench gyrerun gyre-store"
+TARGETS="cuda_reduce_test cuda_allreduce_test cuda_ipc_test cuda_ipc_allreduce_test cuda_collectives_test cuda_reduce_bench cuda_allreduce_bench gyre-bench gyrerun gyre-store"
 CMAKE_FLAGS=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DGYRE_WITH_VERBS=OFF)
 
 source_digest() {
@@ -66,7 +69,7 @@ if [ "${1:-}" = "--prepare" ]; then
   echo "packed $(du -sh "$PACK" | cut -f1) into $PACK (sources $(cat "$PACK/SOURCES")); carry build-gpu/pack"
   exit 0
 fi
-if [ $# -gt 0 ]; then sed -n '3,41p' "$0"; exit 2; fi
+if [ $# -gt 0 ]; then sed -n '3,44p' "$0"; exit 2; fi
 
 OUTDIR=${OUT:-/tmp/gyre-gpu-check}
 mkdir -p "$OUTDIR"
@@ -164,6 +167,7 @@ if [ -n "$BIN" ]; then
   step test_allreduce 200 "$BIN/cuda_allreduce_test" --gtest_color=no
   step test_ipc 60 "$BIN/cuda_ipc_test" --gtest_color=no
   step test_ipc_allreduce 150 "$BIN/cuda_ipc_allreduce_test" --gtest_color=no
+  step test_collectives 150 "$BIN/cuda_collectives_test" --gtest_color=no
   step bench_reduce 60 "$BIN/cuda_reduce_bench" --bytes 256M --iters 20 --warmup 3
   step bench_device 120 env GYRE_CUDA_IPC=0 "$BIN/gyrerun" -n 4 "$BIN/cuda_allreduce_bench" \
     --bytes 64M --iters 20 --warmup 5 --slices 1M,4M,16M --slots 4
