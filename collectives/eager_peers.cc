@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "collectives/double_tree.h"
+#include "collectives/recursive_doubling.h"
 
 namespace gyre {
 namespace {
@@ -16,10 +17,13 @@ void ringNeighbours(const std::vector<int>& members, int me, std::vector<int>& o
 }
 
 // The peers rank's own schedules name (not yet made symmetric).
-std::vector<int> namedPeers(int rank, const HostTopology& t) {
+std::vector<int> namedPeers(int rank, const HostTopology& t, bool recursiveDoubling) {
   const int n = t.size();
   std::vector<int> peers{(rank + 1) % n, (rank + n - 1) % n};
   for (int p : doubleTreePeers(rank, n)) peers.push_back(p);
+  if (recursiveDoubling) {
+    for (int p : recursiveDoublingPeers(rank, n)) peers.push_back(p);
+  }
   const int host = t.hostOf[static_cast<size_t>(rank)];
   const int local = t.localIndexOf[static_cast<size_t>(rank)];
   ringNeighbours(t.hosts[static_cast<size_t>(host)], local, peers);
@@ -36,15 +40,15 @@ void normalize(std::vector<int>& peers, int rank) {
 
 }  // namespace
 
-std::vector<int> eagerPeers(int rank, const HostTopology& topology) {
+std::vector<int> eagerPeers(int rank, const HostTopology& topology, bool recursiveDoubling) {
   const int n = topology.size();
   if (n < 2) return {};
-  std::vector<int> peers = namedPeers(rank, topology);
+  std::vector<int> peers = namedPeers(rank, topology, recursiveDoubling);
   // Symmetric by construction: a pipe exists where either end's schedules name the other
   // (each relation above is symmetric already; this keeps a new one from breaking that).
   for (int other = 0; other < n; ++other) {
     if (other == rank) continue;
-    const std::vector<int> theirs = namedPeers(other, topology);
+    const std::vector<int> theirs = namedPeers(other, topology, recursiveDoubling);
     if (std::find(theirs.begin(), theirs.end(), rank) != theirs.end()) peers.push_back(other);
   }
   normalize(peers, rank);

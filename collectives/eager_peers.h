@@ -4,16 +4,19 @@
 //
 //   every ring schedule             rank - 1, rank + 1
 //   the double binary tree          doubleTreePeers (collectives/double_tree.h)
+//   recursive doubling              recursiveDoublingPeers (collectives/recursive_doubling.h),
+//                                   where GYRE_ALGO lets it run (auto picks it for small
+//                                   all-reduces and barriers)
 //   two-level forms                 the host's ring (local index - 1, + 1), the ring of
 //                                   its local index across hosts (equal hosts), the
 //                                   leaders' ring (leaders only; it carries the link probe)
 //
 // Everything else connects the first time an operation needs it (ring/lazy_connector.h):
-// recursive doubling's partners, all-to-all(v), send/recv to any peer, the chains of
-// rooted two-level calls. Adding a schedule that talks to other peers on every call:
+// all-to-all(v), send/recv to any peer, the chains of rooted two-level calls, recursive
+// doubling's partners where GYRE_ALGO forces another algorithm. Adding a schedule that talks to other peers on every call:
 // add them here.
 //
-// Contract: a pure function of (rank, topology), the same on every rank; the result is
+// Contract: a pure function of its arguments, the same on every rank; the result is
 // symmetric (q is a peer of r exactly when r is a peer of q), sorted, without duplicates
 // and without `rank`.
 #pragma once
@@ -24,6 +27,7 @@
 
 namespace gyre {
 
-std::vector<int> eagerPeers(int rank, const HostTopology& topology);
+// `recursiveDoubling`: GYRE_ALGO is auto or rd (the same on every rank: the join checks it).
+std::vector<int> eagerPeers(int rank, const HostTopology& topology, bool recursiveDoubling);
 
 }  // namespace gyre

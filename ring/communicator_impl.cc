@@ -128,8 +128,10 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store, int rank, int size,
       }
     } else {
       // The default schedules' peers, once the hosts are known; the rest on first use.
-      params.choosePeers = [r = rank_](const std::vector<std::string>& hostIds) {
-        return eagerPeers(r, HostTopology::fromHostIds(hostIds));
+      const bool rd = options_.algo == AllReduceAlgo::kAuto ||
+                      options_.algo == AllReduceAlgo::kRecursiveDoubling;
+      params.choosePeers = [r = rank_, rd](const std::vector<std::string>& hostIds) {
+        return eagerPeers(r, HostTopology::fromHostIds(hostIds), rd);
       };
       params.keepListener = true;
     }
@@ -178,7 +180,10 @@ void Communicator::Impl::finishCreation(Join& join) {
     lazy_ = std::make_unique<LazyConnector>(pipes_, options_, listenHost_, &aborted_);
     // Executing thread: a schedule's first use of a pair connects it, both pipes.
     peerPipes_.connect = [this](int peer) {
-      auto [send, recv] = lazy_->ensure(peer, connectFor_.empty() ? "an operation" : connectFor_);
+      inspector_.at(peer);  // a failure to connect names this peer as its culprit
+      // Formatted only here: naming the operation costs the per-call path nothing.
+      auto [send, recv] = lazy_->ensure(
+          peer, connectForProbe_ ? std::string("the host link probe") : describe(connectFor_));
       peerPipes_.send[peer] = send;
       peerPipes_.recv[peer] = recv;
       inspector_.attachMore(send, recv);
@@ -211,11 +216,12 @@ void Communicator::Impl::finishCreation(Join& join) {
     log(LogLevel::kInfo, rank_, "GYRE_ALGO=hier: {}, running the flat ring instead",
         topology_.whyFlat());
   }
-  connectFor_ = "the host link probe";
+  connectForProbe_ = true;
   cost_ = calibrateHostLinks(*prefixedStore(store_, prefix_, options_.token), ctx_, peerPipes_,
                              topology_, rank_, options_, pipes_.allShm,
                              options_.transport != TransportKind::kTcp,
                              [&] { join.checkAlarms(); });
+  connectForProbe_ = false;
   join.arrive("done", "finishing creation");
   join.waitAll("done", "finishing creation");
   join.leave();
@@ -253,7 +259,7 @@ void Communicator::Impl::run(CollectiveCall call, const void* sendbuf, void* rec
   if (size_ > 1) call.algo = callAlgorithm(options_, call, topology_, pipes_.allShm, cost_);
   execute(call, record, [&] {
     if (size_ == 1) return runSingle(call, sendbuf, recvbuf, blocks);
-    connectFor_ = describe(call);
+    connectFor_ = call;
     if (lazy_ && (call.kind == CollectiveKind::kAllToAll || call.kind == CollectiveKind::kAllToAllv)) {
       // Every pair, in ascending order, before a byte moves.
       for (int p = 0; p < size_; ++p) {
@@ -274,7 +280,7 @@ void Communicator::Impl::runSend(CollectiveCall call, int peer, const void* buf,
   call.seq = sendSeq_[peer]++;
   call.root = rank_;
   execute(call, record, [&] {
-    connectFor_ = describe(call);
+    connectFor_ = call;
     sendTo(ctx_, peerPipes_, call, peer, buf);
   });
 }
@@ -287,7 +293,7 @@ void Communicator::Impl::runRecv(CollectiveCall call, int peer, void* buf, uint6
   call.seq = recvSeq_[peer]++;
   call.root = peer;
   execute(call, record, [&] {
-    connectFor_ = describe(call);
+    connectFor_ = call;
     recvFrom(ctx_, peerPipes_, call, peer, buf);
   });
 }
@@ -304,7 +310,7 @@ void Communicator::Impl::runSendRecv(CollectiveCall send, int sendPeer, const vo
   recv.seq = recvSeq_[recvPeer]++;
   recv.root = recvPeer;
   execute(send, record, [&] {
-    connectFor_ = describe(send);
+    connectFor_ = send;
     gyre::sendRecv(ctx_, peerPipes_, send, sendPeer, sendbuf, recv, recvPeer, recvbuf);
   });
 }
@@ -394,6 +400,7 @@ void Communicator::Impl::abortAll(const PeerStatus& notice, const std::string& m
   for (auto& [peer, pipe] : pipes_.send) pipe->publish(notice);
   for (auto& [peer, pipe] : pipes_.recv) pipe->publish(notice);
   if (lazy_) {
+    lazy_->abort(notice);
     lazy_->forEach([&](SendPipe* p) { p->publish(notice); },
                    [&](RecvPipe* p) { p->publish(notice); });
   }

@@ -179,7 +179,9 @@ class Communicator::Impl {
   int grows_ = 0;        // grow() calls so far (the same on every rank)
   PipeSet pipes_;
   std::unique_ptr<LazyConnector> lazy_;  // GYRE_CONNECT=lazy: pairs connected on first use
-  std::string connectFor_;  // the operation a connection on first use is for (executing thread)
+  // The operation a connection on first use is for, for its errors (executing thread).
+  CollectiveCall connectFor_;
+  bool connectForProbe_ = false;  // creation's link probe
   PrimitiveContext ctx_;  // every schedule's base: ring neighbours' pipes, timeouts, abort flag
   PeerPipes peerPipes_;
   HostTopology topology_;  // from pipes_.hostIds: the same on every rank

@@ -14,6 +14,9 @@
 #include "transport/tcp/tcp_connector.h"
 
 namespace gyre {
+namespace {
+constexpr auto kPoll = std::chrono::milliseconds(100);
+}  // namespace
 
 // One pair's pipes and the setup objects they may use (declared first: destroyed last).
 struct LazyConnector::Pair {
@@ -23,27 +26,11 @@ struct LazyConnector::Pair {
   std::string transport;
 };
 
-namespace {
-
-constexpr auto kPoll = std::chrono::milliseconds(100);
-// A handshake's bytes come right after the connection; a silent client is dropped.
-constexpr auto kHandshakeTimeout = std::chrono::seconds(5);
-// The largest exchange a pair's setup publishes (a few keys).
-constexpr uint32_t kMaxExchangeBytes = 1 << 20;
-
-SocketAddress parseAddress(const std::string& text) {
-  auto colon = text.rfind(':');
-  if (colon == std::string::npos) fail(ErrorCode::kInternal, "malformed address '{}'", text);
-  std::string host = text.substr(0, colon);
-  if (!host.empty() && host.front() == '[') host = host.substr(1, host.size() - 2);
-  return SocketAddress::resolve(host, static_cast<uint16_t>(std::stoi(text.substr(colon + 1))));
-}
-
 // Blocking I/O on a control connection in short polls, so that an abort or the
 // connector's stop interrupts it; kTimeout at `deadline`, kRemoteError when it closes.
-class Control {
+class PairControl {
  public:
-  Control(int fd, int rank, int peer, const std::atomic<bool>* aborted,
+  PairControl(int fd, int rank, int peer, const std::atomic<bool>* aborted,
           const std::atomic<bool>* stop, Clock::time_point deadline)
       : fd_(fd), rank_(rank), peer_(peer), aborted_(aborted), stop_(stop), deadline_(deadline) {}
 
@@ -87,9 +74,16 @@ class Control {
     }
   }
   Clock::time_point deadline() const { return deadline_; }
+  int rank() const { return rank_; }
+  int peer() const { return peer_; }
+  int size = 0;  // the communicator's (notices' ranks are checked against it)
 
  private:
   int fd_;
+ public:
+  int fd() const { return fd_; }
+
+ private:
   int rank_;
   int peer_;
   const std::atomic<bool>* aborted_;
@@ -97,11 +91,54 @@ class Control {
   Clock::time_point deadline_;
 };
 
+namespace {
+// A crossed dial's repeat, while the winning dial has not arrived.
+constexpr auto kRedial = std::chrono::milliseconds(500);
+// A handshake's bytes come right after the connection; a silent client is dropped.
+constexpr auto kHandshakeTimeout = std::chrono::seconds(5);
+constexpr long kLoggedRefusals = 10;
+constexpr auto kLinksTimeout = std::chrono::seconds(30);
+// The largest exchange a pair's setup publishes (a few keys).
+constexpr uint32_t kMaxExchangeBytes = 1 << 20;
+
+SocketAddress parseAddress(const std::string& text) {
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos) fail(ErrorCode::kInternal, "malformed address '{}'", text);
+  std::string host = text.substr(0, colon);
+  if (!host.empty() && host.front() == '[') host = host.substr(1, host.size() - 2);
+  return SocketAddress::resolve(host, static_cast<uint16_t>(std::stoi(text.substr(colon + 1))));
+}
+
+// Each step of a pair's setup begins with a byte: kStepOk, or kStepAborted followed by
+// the StatusRecord of the side's abort notice, so the other end relays the failure's
+// origin as a pipe would instead of naming the peer that gave up.
+constexpr uint8_t kStepOk = 1;
+constexpr uint8_t kStepAborted = 3;
+
+[[noreturn]] void throwRelayed(PairControl& control, int rank, int peer, int size) {
+  StatusRecord record;
+  control.read(&record, sizeof(record));
+  PeerStatus status;
+  if (auto why = checkStatusRecord(&record, sizeof(record), size, &status)) {
+    fail(ErrorCode::kRemoteError, "rank {} sent a malformed abort notice: {}", peer, *why);
+  }
+  throw PeerAbortError(fmt::format("rank {}: connecting to rank {}: {}", rank, peer,
+                                   describePeerAbort(peer, status)),
+                       status);
+}
+
+void readStep(PairControl& control) {
+  uint8_t step = 0;
+  control.read(&step, 1);
+  if (step == kStepAborted) throwRelayed(control, control.rank(), control.peer(), control.size);
+  if (step != kStepOk) fail(ErrorCode::kRemoteError, "rank {} broke the setup's protocol", control.peer());
+}
+
 // A pair's SetupExchange over its control connection: publish buffers, swap() sends
 // ours and receives theirs (the "segments" barrier of two), read() reads theirs.
 class PairExchange final : public SetupExchange {
  public:
-  explicit PairExchange(Control& control) : control_(control) {}
+  explicit PairExchange(PairControl& control) : control_(control) {}
   void publish(const std::string& key, const std::string& value) override { mine_[key] = value; }
   std::string read(const std::string& key) override {
     auto it = theirs_.find(key);
@@ -118,8 +155,12 @@ class PairExchange final : public SetupExchange {
       appendU32(out, static_cast<uint32_t>(v.size()));
       out += v;
     }
+    const uint8_t ok = kStepOk;
+    control_.write(&ok, 1);
     control_.writeU32(static_cast<uint32_t>(out.size()));
     control_.write(out.data(), out.size());
+    readStep(control_);
+    swapped_ = true;
     const uint32_t n = control_.readU32();
     if (n > kMaxExchangeBytes) fail(ErrorCode::kRemoteError, "an exchange of {} bytes", n);
     std::string in(n, '\0');
@@ -146,7 +187,11 @@ class PairExchange final : public SetupExchange {
   static void appendU32(std::string& out, uint32_t v) {
     out.append(reinterpret_cast<const char*>(&v), sizeof(v));
   }
-  Control& control_;
+  PairControl& control_;
+ public:
+  bool swapped_ = false;  // their frame is read
+
+ private:
   std::map<std::string, std::string> mine_;
   std::map<std::string, std::string> theirs_;
 };
@@ -177,6 +222,19 @@ LazyConnector::LazyConnector(PipeSet& set, const Options& options, std::string l
 }
 
 LazyConnector::~LazyConnector() {
+  bool aborted = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    aborted = notice_.has_value();
+  }
+  // An aborted rank that goes answers the dials already waiting first, with its notice,
+  // so that their ranks name the failure's origin, not this rank's exit (bounded).
+  const auto until = Clock::now() + std::chrono::milliseconds(200);
+  while (aborted && Clock::now() < until) {
+    pollfd p{listener_.get(), POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   stop_.store(true);
   changed_.notify_all();
   if (acceptor_.joinable()) acceptor_.join();
@@ -187,6 +245,12 @@ LazyConnector::~LazyConnector() {
 size_t LazyConnector::connectedPairs() const {
   std::lock_guard<std::mutex> lock(mu_);
   return pairs_.size();
+}
+
+void LazyConnector::abort(const PeerStatus& notice) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!notice_) notice_ = notice;
+  changed_.notify_all();
 }
 
 void LazyConnector::forEach(const std::function<void(SendPipe*)>& send,
@@ -217,7 +281,7 @@ std::pair<SendPipe*, RecvPipe*> LazyConnector::ensure(int peer, const std::strin
     if (aborted_->load()) {
       fail(ErrorCode::kAborted, "{}", named("and the communicator was aborted meanwhile"));
     }
-    if (!s.accepting && !s.awaiting) {
+    if (!s.accepting && (!s.awaiting || Clock::now() >= s.redialAt)) {
       s.dialing = true;
       lock.unlock();
       Answer answer = Answer::kGo;
@@ -232,7 +296,10 @@ std::pair<SendPipe*, RecvPipe*> LazyConnector::ensure(int peer, const std::strin
       s.dialing = false;
       // Crossed: the peer's dial wins and is coming. Already: the peer's dial won and our
       // acceptor is finishing that pair (the peer installs once both ends are done).
-      if (answer != Answer::kGo && !s.accepting && !pairs_.count(peer)) s.awaiting = true;
+      if (answer != Answer::kGo && !s.accepting && !pairs_.count(peer)) {
+        s.awaiting = true;
+        s.redialAt = Clock::now() + kRedial;
+      }
       continue;
     }
     if (Clock::now() >= deadline) {
@@ -263,7 +330,7 @@ LazyConnector::Answer LazyConnector::dial(int peer, const std::string& what,
                 named(fmt::format("which refused the connection: its process is gone? ({})",
                                   e.what())));
   }
-  Control control(fd.get(), rank_, peer, aborted_, &stop_, deadline);
+  PairControl control(fd.get(), rank_, peer, aborted_, &stop_, deadline);
   bool answered = false;  // its acceptor completed the handshake
   try {
     Hello hello;
@@ -292,9 +359,20 @@ LazyConnector::Answer LazyConnector::dial(int peer, const std::string& what,
     uint8_t answer = 0;
     control.read(&answer, 1);
     answered = true;
+    if (answer == static_cast<uint8_t>(Answer::kAborted)) {
+      StatusRecord record;
+      control.read(&record, sizeof(record));
+      PeerStatus status;
+      if (auto why = checkStatusRecord(&record, sizeof(record), size_, &status)) {
+        fail(ErrorCode::kRemoteError, "it sent a malformed abort notice: {}", *why);
+      }
+      throw PeerAbortError(named(describePeerAbort(peer, status)), status);
+    }
     if (answer != static_cast<uint8_t>(Answer::kGo)) return static_cast<Answer>(answer);
     install(peer, connectPair(fd.get(), peer, deadline));
     return Answer::kGo;
+  } catch (const PeerAbortError&) {
+    throw;
   } catch (const Error& e) {
     if (e.code() == ErrorCode::kAborted) throw;
     if (e.code() == ErrorCode::kTimeout) {
@@ -320,14 +398,24 @@ void LazyConnector::acceptLoop() {
     try {
       serve(Fd(fd));
     } catch (const std::exception& e) {
-      if (!stop_.load()) log(LogLevel::kWarn, rank_, "a later pipe's connection: {}", e.what());
+      // The first few one by one, as creation's listener logs refusals; then a count.
+      if (stop_.load()) continue;
+      if (++refusals_ <= kLoggedRefusals) {
+        log(LogLevel::kWarn, rank_, "a connection on first use failed or was refused: {}",
+            e.what());
+      }
     }
+  }
+  if (refusals_ > kLoggedRefusals) {
+    log(LogLevel::kWarn, rank_, "refused {} more connections (not logged one by one)",
+        refusals_ - kLoggedRefusals);
   }
 }
 
 void LazyConnector::serve(Fd fd) {
   // The handshake: a stray or silent client is dropped within kHandshakeTimeout.
-  Control hs(fd.get(), rank_, -1, aborted_, &stop_, Clock::now() + kHandshakeTimeout);
+  // Not interrupted by an abort: an aborted rank still answers, with its notice.
+  PairControl hs(fd.get(), rank_, -1, nullptr, &stop_, Clock::now() + kHandshakeTimeout);
   Hello hello;
   hs.read(&hello, sizeof(hello));
   HelloExpectation expect;
@@ -355,10 +443,14 @@ void LazyConnector::serve(Fd fd) {
   hs.write(&reply, sizeof(reply));
 
   Answer answer = Answer::kGo;
+  StatusRecord notice;
   {
     std::lock_guard<std::mutex> lock(mu_);
     State& s = state_[peer];
-    if (pairs_.count(peer)) {
+    if (notice_) {
+      answer = Answer::kAborted;
+      notice = encodeStatus(*notice_);
+    } else if (pairs_.count(peer)) {
       answer = Answer::kAlready;
     } else if (s.dialing && rank_ < peer) {
       answer = Answer::kCrossed;  // ours wins: the lower rank's dial
@@ -369,6 +461,7 @@ void LazyConnector::serve(Fd fd) {
   }
   const uint8_t a = static_cast<uint8_t>(answer);
   hs.write(&a, 1);
+  if (answer == Answer::kAborted) hs.write(&notice, sizeof(notice));
   if (answer != Answer::kGo) return;
   try {
     install(peer, connectPair(fd.get(), peer, Clock::now() + options_.timeout));
@@ -392,9 +485,46 @@ void LazyConnector::install(int peer, std::unique_ptr<Pair> pair) {
   changed_.notify_all();
 }
 
+void LazyConnector::explainFailure(PairControl& control, bool swapped) {
+  if (aborted_->load()) {
+    // Ours: the peer learns where it came from (best effort; abortAll sets the notice
+    // just after the flag).
+    std::unique_lock<std::mutex> lock(mu_);
+    changed_.wait_for(lock, kPoll, [&] { return notice_.has_value(); });
+    if (!notice_) return;
+    const StatusRecord record = encodeStatus(*notice_);
+    lock.unlock();
+    std::string bytes(1, static_cast<char>(kStepAborted));
+    bytes.append(reinterpret_cast<const char*>(&record), sizeof(record));
+    ssize_t ignored = ::send(control.fd(), bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)ignored;
+    return;
+  }
+  // Theirs, perhaps: a peer that aborted meanwhile said so on the control connection.
+  try {
+    PairControl late(control.fd(), rank_, control.peer(), nullptr, &stop_, Clock::now() + kPoll * 3);
+    late.size = size_;
+    uint8_t step = 0;
+    late.read(&step, 1);
+    if (step == kStepOk && !swapped) {  // their exchange, not read yet
+      const uint32_t n = late.readU32();
+      if (n > kMaxExchangeBytes) return;
+      std::string skip(n, '\0');
+      late.read(skip.data(), n);
+      late.read(&step, 1);
+    }
+    if (step == kStepAborted) throwRelayed(late, rank_, control.peer(), size_);
+  } catch (const PeerAbortError&) {
+    throw;
+  } catch (const Error&) {
+    // Nothing more to learn: the caller's error stands.
+  }
+}
+
 std::unique_ptr<LazyConnector::Pair> LazyConnector::connectPair(int fd, int peer,
                                                                Clock::time_point deadline) {
-  Control control(fd, rank_, peer, aborted_, &stop_, deadline);
+  PairControl control(fd, rank_, peer, aborted_, &stop_, deadline);
+  control.size = size_;
   PairExchange exchange(control);
   SetupEnv env = env_;
   env.deadline = deadline;
@@ -439,9 +569,10 @@ std::unique_ptr<LazyConnector::Pair> LazyConnector::connectPair(int fd, int peer
       ep.sendTo.emplace(peer, parseAddress(exchange.read("links")));
       ep.recvFrom.push_back(peer);
       control.checkInterrupted();
-      // Both ends are here: forming the links is bounded as creation's are.
+      // Both ends are here, so the links form at once; a peer that died meanwhile is
+      // not waited for long (connectPipes is not interrupted by an abort).
       TcpConnections conns = connectPipes(
-          linkListener.get(), ep, std::min(deadline, Clock::now() + options_.joinTimeout));
+          linkListener.get(), ep, std::min(deadline, Clock::now() + kLinksTimeout));
       links.out = std::move(conns.out[peer]);
       links.in = std::move(conns.in[peer]);
       links.outKeys = std::move(conns.outKeys[peer]);
@@ -449,14 +580,18 @@ std::unique_ptr<LazyConnector::Pair> LazyConnector::connectPair(int fd, int peer
     }
     PipePair pipes = t->connect(env, peer, std::move(links));
     // The "connected" barrier of two: names (shm) go once both ends opened them.
-    uint8_t mine = 1, theirs = 0;
-    control.write(&mine, 1);
-    control.read(&theirs, 1);
+    const uint8_t ok = kStepOk;
+    control.write(&ok, 1);
+    readStep(control);
     t->finish();
     pair->send = std::move(pipes.send);
     pair->recv = std::move(pipes.recv);
-  } catch (...) {
+  } catch (const PeerAbortError&) {
     t->abandon();
+    throw;
+  } catch (const Error&) {
+    t->abandon();
+    explainFailure(control, exchange.swapped_);
     throw;
   }
   if (!pair->send || !pair->recv) {

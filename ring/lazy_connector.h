@@ -21,6 +21,10 @@
 // at once: the lower rank's dial wins; the higher rank's is refused as crossed and it
 // waits for its acceptor to finish the pair the lower one dialed.
 //
+// A crossed dial is repeated every 500 ms while its pair is not under way, so a peer that
+// failed before its own dial arrived is still learned of: an aborted communicator answers
+// every dial with its abort notice, which the dialer relays as a pipe relays one.
+//
 // Errors name this rank, the peer and the operation: a listener that refuses (the
 // peer's process is gone), a peer that does not answer within GYRE_TIMEOUT, a failed
 // handshake. abort() (the communicator's aborted flag) interrupts a pending connect at
@@ -37,6 +41,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -48,6 +53,8 @@
 #include "transport/transport_setup.h"
 
 namespace gyre {
+
+class PairControl;  // a pair's control connection (lazy_connector.cc)
 
 class LazyConnector {
  public:
@@ -68,10 +75,13 @@ class LazyConnector {
                const std::function<void(RecvPipe*)>& recv);
   // Pairs connected after creation (tests, the INFO line).
   size_t connectedPairs() const;
+  // Any thread: the communicator aborted; a dial from now on is answered with `notice`,
+  // so the dialer names the failure's origin as a pipe would.
+  void abort(const PeerStatus& notice);
 
  private:
   struct Pair;
-  enum class Answer : uint8_t { kGo = 0, kCrossed = 1, kAlready = 2 };
+  enum class Answer : uint8_t { kGo = 0, kCrossed = 1, kAlready = 2, kAborted = 3 };
 
   void acceptLoop();
   void serve(Fd fd);
@@ -80,6 +90,9 @@ class LazyConnector {
   // Both ends' steps once the control connection is up; returns the pair's pipes.
   std::unique_ptr<Pair> connectPair(int fd, int peer, Clock::time_point deadline);
   void install(int peer, std::unique_ptr<Pair> pair);
+  // After a pair's setup failed: tells the peer our abort notice, or relays theirs
+  // (throws PeerAbortError) when they sent one; else returns.
+  void explainFailure(PairControl& control, bool swapped);
 
   const int rank_;
   const int size_;
@@ -97,12 +110,15 @@ class LazyConnector {
     bool dialing = false;    // this rank's operations' thread dials it
     bool accepting = false;  // the acceptor serves the peer's dial
     bool awaiting = false;   // our dial was crossed: the peer's is coming
+    Clock::time_point redialAt;  // while awaiting: dial again then (the peer may have failed)
     int waiters = 0;
     std::string error;       // the acceptor's failure, for a waiter
   };
   std::map<int, State> state_;
   std::map<int, std::unique_ptr<Pair>> pairs_;
+  std::optional<PeerStatus> notice_;  // set by abort()
   std::atomic<bool> stop_{false};
+  long refusals_ = 0;  // the acceptor's (its thread only)
   std::thread acceptor_;
 };
 
