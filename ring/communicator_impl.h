@@ -137,10 +137,6 @@ class Communicator::Impl {
   // collective: Communicator::waitingNewcomers agrees on it).
   int64_t newcomersSeen();
 
-  // Pipe pairs this rank holds: connected at creation, and on first use since.
-  size_t pairsAtCreation() const { return pipes_.send.size(); }
-  size_t pairsConnectedLater() const { return lazy_ ? lazy_->connectedPairs() : 0; }
-
   Options options_;
   const int rank_;
   const int size_;
