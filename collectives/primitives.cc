@@ -15,6 +15,10 @@ namespace {
 RecvPipe* recvPipe(const PrimitiveContext& base, const PeerPipes& pipes, int peer) {
   if (peer < 0) return nullptr;
   auto it = pipes.recv.find(peer);
+  if (it == pipes.recv.end() && pipes.connect) {
+    pipes.connect(peer);
+    it = pipes.recv.find(peer);
+  }
   if (it == pipes.recv.end()) fail(ErrorCode::kInternal, "rank {}: no pipe from rank {}", base.rank, peer);
   return it->second;
 }
@@ -22,6 +26,10 @@ RecvPipe* recvPipe(const PrimitiveContext& base, const PeerPipes& pipes, int pee
 SendPipe* sendPipe(const PrimitiveContext& base, const PeerPipes& pipes, int peer) {
   if (peer < 0) return nullptr;
   auto it = pipes.send.find(peer);
+  if (it == pipes.send.end() && pipes.connect) {
+    pipes.connect(peer);
+    it = pipes.send.find(peer);
+  }
   if (it == pipes.send.end()) fail(ErrorCode::kInternal, "rank {}: no pipe to rank {}", base.rank, peer);
   return it->second;
 }

@@ -30,6 +30,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 
 #include "collectives/collective.h"
@@ -57,15 +58,19 @@ struct PrimitiveContext {
 };
 
 // Every pipe of a communicator by peer rank, for schedules that talk to more than the
-// ring's two neighbours.
+// ring's two neighbours. A pair missing from the maps is connected on first use by
+// `connect` (ring/lazy_connector.h, GYRE_CONNECT=lazy), which adds both of its pipes to
+// the maps; null where every pipe is there (eager, the simulator).
 struct PeerPipes {
   std::map<int, SendPipe*> send;
   std::map<int, RecvPipe*> recv;
+  std::function<void(int peer)> connect;
 };
 
 // `base` with its pipes replaced: receive from `recvFrom` (and `recvFrom2`), send to
-// `sendTo` (and `sendTo2`); -1: none. Throws kInternal when the communicator has no pipe
-// to that peer.
+// `sendTo` (and `sendTo2`); -1: none. A pipe not there yet is connected through
+// PeerPipes::connect (which throws naming the peer when it cannot); without one,
+// kInternal.
 PrimitiveContext linked(const PrimitiveContext& base, const PeerPipes& pipes, int recvFrom,
                         int sendTo, int recvFrom2 = -1, int sendTo2 = -1);
 

@@ -37,6 +37,11 @@ void StallInspector::attach(std::vector<SendPipe*> send, std::vector<RecvPipe*> 
   recvPipes_ = std::move(recv);
 }
 
+void StallInspector::attachMore(SendPipe* send, RecvPipe* recv) {
+  if (send) sendPipes_.push_back(send);
+  if (recv) recvPipes_.push_back(recv);
+}
+
 void StallInspector::begin(const CollectiveCall& call) {
   call_ = call;
   sent_ = 0;

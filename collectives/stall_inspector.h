@@ -48,6 +48,8 @@ class StallInspector final : public WaitObserver {
 
   // The pipes statuses are published on (every pipe of the communicator).
   void attach(std::vector<SendPipe*> send, std::vector<RecvPipe*> recv);
+  // A pair connected after creation (ring/lazy_connector.h): watched from now on.
+  void attachMore(SendPipe* send, RecvPipe* recv);
 
   // The recorder whose live byte counts this inspector keeps (null: none), and the
   // directory its stall reports dump it to ("" for none).

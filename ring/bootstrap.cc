@@ -51,10 +51,11 @@ Claim claimOf(const BootstrapParams& p, const Options& options, const std::strin
   // Everything both ends of a pipe depend on is in the claim or in these settings.
   mine.settings = fmt::format(
       "GYRE_ALGO={} GYRE_TRANSPORT={} GYRE_SLOT_BYTES={} GYRE_SLOTS={} GYRE_NSOCKS={} "
-      "GYRE_ENCRYPT={} GYRE_NICS_PER_HOST={} protocol={}",
+      "GYRE_ENCRYPT={} GYRE_NICS_PER_HOST={} GYRE_CONNECT={} protocol={}",
       algoName(options.algo), transportName(options.transport),
       options.slotBytes ? std::to_string(options.slotBytes) : "auto", options.slots, options.nsocks,
-      options.encrypt ? 1 : 0, options.nicsPerHost, kJoinProtocolVersion);
+      options.encrypt ? 1 : 0, options.nicsPerHost,
+      options.connect == ConnectMode::kEager ? "eager" : "lazy", kJoinProtocolVersion);
   // Offers are made before the check-in so that the claim can say what this rank has (an
   // RDMA device is opened here, and closed again when no peer gets an rdma pipe).
   for (const auto& t : transports) setOffer(&mine, t->name(), t->offer(env));
@@ -99,10 +100,10 @@ void prepareAll(PipeSet& set, SetupEnv& env, const BootstrapParams& p, const Tra
 // Returns the pipes made, by transport.
 std::vector<size_t> connectAll(PipeSet& set, SetupEnv& env, const std::vector<int>& peers,
                                const TransportPlan& plan, TcpLinks& links, uint64_t commId,
-                               const std::string& token) {
+                               const std::string& token, bool keepListener) {
   std::vector<size_t> made(set.transports.size(), 0);
   for (bool linked : {false, true}) {
-    if (linked) links.connect(commId, authKey(token), env.deadline);
+    if (linked) links.connect(commId, authKey(token), env.deadline, keepListener);
     for (size_t i = 0; i < set.transports.size(); ++i) {
       TransportSetup& t = *set.transports[i];
       if ((t.linksPerPipe(*env.options) > 0) != linked) continue;
@@ -181,9 +182,17 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
   env.options = &options;
   // Creation's waits are bounded as joining is (GYRE_JOIN_TIMEOUT), not by GYRE_TIMEOUT.
   env.deadline = Clock::now() + std::min(options.timeout, options.joinTimeout);
-  env.receivePipes = p.recvFrom.size();
+  // Lazy: the eager peers are known only after the check-in; /dev/shm's room is judged
+  // for about as many (ring neighbours, tree and two-level peers).
+  env.receivePipes = p.choosePeers ? std::min<size_t>(static_cast<size_t>(p.size - 1), 8)
+                                   : p.recvFrom.size();
   TcpLinks links(p.listenHost, p.rank, p.size, options);
   const std::vector<Claim> claims = checkIn(set, env, store, join, p, options, links);
+  if (p.choosePeers) {
+    p.sendTo = p.choosePeers(set.hostIds);
+    p.recvFrom = p.sendTo;
+    env.receivePipes = p.recvFrom.size();
+  }
   const std::vector<int> peers = peersOf(p);
   const TransportPlan planned = plan(set, env, claims, p, peers, options);
   JoinExchange exchange(store, join);
@@ -196,13 +205,19 @@ PipeSet connectPeers(Store& store, Join& join, BootstrapParams p, const Options&
     join.arrive("segments", "creating shared-memory segments");
     join.waitAll("segments", "creating shared-memory segments");
     const std::vector<size_t> made =
-        connectAll(set, env, peers, planned, links, p.commId, p.token);
+        connectAll(set, env, peers, planned, links, p.commId, p.token, p.keepListener);
 
     // 4. Once every rank has connected, what only creation needed goes (shm names).
     join.arrive("connected", "connecting the pipes");
     join.waitAll("connected", "connecting the pipes");
     for (const auto& t : set.transports) t->finish();
     log(LogLevel::kInfo, p.rank, "pipes: {}", pipesLine(set, made, options));
+    if (p.keepListener) {
+      set.listener = links.takeListener();
+      set.claims = claims;
+      set.env = env;
+      set.env.exchange = nullptr;
+    }
   } catch (...) {
     for (const auto& t : set.transports) t->abandon();
     throw;

@@ -19,11 +19,13 @@
 // which hold what pipes share (the tcp progress thread); pipes are destroyed first.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "ring/join.h"
 #include "ring/options.h"
 #include "transport/pipe.h"
 #include "transport/transport_setup.h"
@@ -46,6 +48,12 @@ struct BootstrapParams {
   std::string listenHost;  // numeric address to listen on
   std::vector<int> sendTo;
   std::vector<int> recvFrom;
+  // When set, the peers (send and receive alike) chosen once every rank's host is known
+  // (by rank; GYRE_CONNECT=lazy: collectives/eager_peers.h), replacing sendTo/recvFrom.
+  std::function<std::vector<int>(const std::vector<std::string>& hostIds)> choosePeers;
+  // Keep the listener, the claims and the setup environment in the PipeSet, for pipes
+  // connected after creation (ring/lazy_connector.h).
+  bool keepListener = false;
 };
 
 struct PipeSet {
@@ -57,6 +65,10 @@ struct PipeSet {
   int localRanks = 1;                // ranks sharing this rank's host, itself included
   bool allShm = false;               // every pipe is shared memory (the cost model's input)
   size_t slotBytes = 0;              // every pipe's slot (slotBytesFor, transport_options.h)
+  // With BootstrapParams::keepListener: what later pipes are made from.
+  std::vector<Claim> claims;         // by rank
+  SetupEnv env;                      // creation's, its exchange cleared
+  Fd listener;                       // the address in this rank's claim
 };
 
 // `store` is the communicator's (prefixed) store; `join` has its prefix.

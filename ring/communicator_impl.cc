@@ -12,6 +12,7 @@
 #include "base/timeline.h"
 #include "base/version.h"
 #include "collectives/algorithm_choice.h"
+#include "collectives/eager_peers.h"
 #include "collectives/point_to_point.h"
 #include "collectives/topology_choice.h"
 #include "base/secret.h"
@@ -118,13 +119,21 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store, int rank, int size,
     params.size = size_;
     params.token = options_.token;
     params.listenHost = listenHost;
-    // Every other rank: the ring's and trees' neighbours, the partners of recursive
-    // doubling, and of send/recv and all-to-all. (n-1 pipe pairs per rank; for very
-    // large groups these should be connected on first use instead.)
-    for (int p = 0; p < size_; ++p) {
-      if (p == rank_) continue;
-      params.sendTo.push_back(p);
-      params.recvFrom.push_back(p);
+    if (options_.connect == ConnectMode::kEager || size_ < 2) {
+      // Every other rank: n - 1 pipe pairs per rank.
+      for (int p = 0; p < size_; ++p) {
+        if (p == rank_) continue;
+        params.sendTo.push_back(p);
+        params.recvFrom.push_back(p);
+      }
+    } else {
+      // The default schedules' peers, once the hosts are known; the rest on first use.
+      const bool rd = options_.algo == AllReduceAlgo::kAuto ||
+                      options_.algo == AllReduceAlgo::kRecursiveDoubling;
+      params.choosePeers = [r = rank_, rd](const std::vector<std::string>& hostIds) {
+        return eagerPeers(r, HostTopology::fromHostIds(hostIds), rd);
+      };
+      params.keepListener = true;
     }
     pipes_ = connectPeers(*comm, join, params, options_);
     finishCreation(join);
@@ -167,6 +176,19 @@ void Communicator::Impl::tellPeersCreationFailed(const Error& e) {
 void Communicator::Impl::finishCreation(Join& join) {
   for (auto& [peer, pipe] : pipes_.send) peerPipes_.send[peer] = pipe.get();
   for (auto& [peer, pipe] : pipes_.recv) peerPipes_.recv[peer] = pipe.get();
+  if (pipes_.listener) {
+    lazy_ = std::make_unique<LazyConnector>(pipes_, options_, listenHost_, &aborted_);
+    // Executing thread: a schedule's first use of a pair connects it, both pipes.
+    peerPipes_.connect = [this](int peer) {
+      inspector_.at(peer);  // a failure to connect names this peer as its culprit
+      // Formatted only here: naming the operation costs the per-call path nothing.
+      auto [send, recv] = lazy_->ensure(
+          peer, connectForProbe_ ? std::string("the host link probe") : describe(connectFor_));
+      peerPipes_.send[peer] = send;
+      peerPipes_.recv[peer] = recv;
+      inspector_.attachMore(send, recv);
+    };
+  }
   if (size_ > 1) {
     ctx_.left = pipes_.recv.at((rank_ + size_ - 1) % size_).get();
     ctx_.right = pipes_.send.at((rank_ + 1) % size_).get();
@@ -194,10 +216,12 @@ void Communicator::Impl::finishCreation(Join& join) {
     log(LogLevel::kInfo, rank_, "GYRE_ALGO=hier: {}, running the flat ring instead",
         topology_.whyFlat());
   }
+  connectForProbe_ = true;
   cost_ = calibrateHostLinks(*prefixedStore(store_, prefix_, options_.token), ctx_, peerPipes_,
                              topology_, rank_, options_, pipes_.allShm,
                              options_.transport != TransportKind::kTcp,
                              [&] { join.checkAlarms(); });
+  connectForProbe_ = false;
   join.arrive("done", "finishing creation");
   join.waitAll("done", "finishing creation");
   join.leave();
@@ -217,6 +241,7 @@ Communicator::Impl::~Impl() {
       auto bound = std::min<Clock::duration>(std::chrono::seconds(5), options_.timeout);
       WaitContext w{Clock::now() + bound, &aborted_, options_.spin};
       for (auto& [peer, pipe] : pipes_.send) pipe->flush(w);
+      if (lazy_) lazy_->forEach([&](SendPipe* p) { p->flush(w); }, [](RecvPipe*) {});
     } catch (const Error& e) {
       log(LogLevel::kWarn, rank_, "closing: {}", e.what());
     }
@@ -234,6 +259,13 @@ void Communicator::Impl::run(CollectiveCall call, const void* sendbuf, void* rec
   if (size_ > 1) call.algo = callAlgorithm(options_, call, topology_, pipes_.allShm, cost_);
   execute(call, record, [&] {
     if (size_ == 1) return runSingle(call, sendbuf, recvbuf, blocks);
+    connectFor_ = call;
+    if (lazy_ && (call.kind == CollectiveKind::kAllToAll || call.kind == CollectiveKind::kAllToAllv)) {
+      // Every pair, in ascending order, before a byte moves.
+      for (int p = 0; p < size_; ++p) {
+        if (p != rank_ && !peerPipes_.send.count(p)) peerPipes_.connect(p);
+      }
+    }
     runSchedule(
         ScheduleArgs{ctx_, peerPipes_, topology_, rank_, size_, call, sendbuf, recvbuf, blocks});
   });
@@ -247,7 +279,10 @@ void Communicator::Impl::runSend(CollectiveCall call, int peer, const void* buf,
   }
   call.seq = sendSeq_[peer]++;
   call.root = rank_;
-  execute(call, record, [&] { sendTo(ctx_, peerPipes_, call, peer, buf); });
+  execute(call, record, [&] {
+    connectFor_ = call;
+    sendTo(ctx_, peerPipes_, call, peer, buf);
+  });
 }
 
 void Communicator::Impl::runRecv(CollectiveCall call, int peer, void* buf, uint64_t record) {
@@ -257,7 +292,10 @@ void Communicator::Impl::runRecv(CollectiveCall call, int peer, void* buf, uint6
   }
   call.seq = recvSeq_[peer]++;
   call.root = peer;
-  execute(call, record, [&] { recvFrom(ctx_, peerPipes_, call, peer, buf); });
+  execute(call, record, [&] {
+    connectFor_ = call;
+    recvFrom(ctx_, peerPipes_, call, peer, buf);
+  });
 }
 
 void Communicator::Impl::runSendRecv(CollectiveCall send, int sendPeer, const void* sendbuf,
@@ -272,6 +310,7 @@ void Communicator::Impl::runSendRecv(CollectiveCall send, int sendPeer, const vo
   recv.seq = recvSeq_[recvPeer]++;
   recv.root = recvPeer;
   execute(send, record, [&] {
+    connectFor_ = send;
     gyre::sendRecv(ctx_, peerPipes_, send, sendPeer, sendbuf, recv, recvPeer, recvbuf);
   });
 }
@@ -360,6 +399,11 @@ void Communicator::Impl::abortAll(const PeerStatus& notice, const std::string& m
   // Forward first: the data direction is where every waiting rank listens.
   for (auto& [peer, pipe] : pipes_.send) pipe->publish(notice);
   for (auto& [peer, pipe] : pipes_.recv) pipe->publish(notice);
+  if (lazy_) {
+    lazy_->abort(notice);
+    lazy_->forEach([&](SendPipe* p) { p->publish(notice); },
+                   [&](RecvPipe* p) { p->publish(notice); });
+  }
 }
 
 void Communicator::Impl::abortFromUser(bool revoke) {

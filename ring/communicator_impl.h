@@ -3,8 +3,9 @@
 // failing, aborting, splitting) and ring/communicator_calls.cc (argument checks and the
 // public operations); creation from the environment or a store is ring/communicator.cc.
 //
-// Contract: one Impl per Communicator. It owns the pipes to every other rank (a full mesh,
-// from ring/bootstrap), the operation queue (ring/op_queue: issue order, inline when idle),
+// Contract: one Impl per Communicator. It owns the pipes (from ring/bootstrap: to the
+// default schedules' peers, collectives/eager_peers.h, and to the others once an
+// operation first needs them, ring/lazy_connector.h; GYRE_CONNECT=eager: to every rank), the operation queue (ring/op_queue: issue order, inline when idle),
 // the sequence numbers (collectives: one per communicator; send/recv: one per ordered pair),
 // the stall inspector, the flight recorder (collectives/flight_recorder.h: every operation
 // is recorded when issued, started and finished; dumped on a failure, a stall report,
@@ -35,6 +36,7 @@
 #include "ring/communicator.h"
 #include "ring/failure_propagation.h"
 #include "ring/join.h"
+#include "ring/lazy_connector.h"
 #include "ring/op_queue.h"
 #include "store/store.h"
 
@@ -48,7 +50,8 @@ std::string randomToken();
 class Communicator::Impl {
  public:
   // prefix: the store keys of this communicator ("" = the next top-level one). Connects
-  // to every other rank (collective: returns once all are connected).
+  // the eager peers (every other rank with GYRE_CONNECT=eager; collective: returns once
+  // all are connected).
   // `goneKeys`: store keys, by rank of the new communicator, that exist once that rank's
   // process is gone (a shrink's survivors: their parent's drop keys); creation fails
   // naming it instead of waiting for it.
@@ -171,6 +174,10 @@ class Communicator::Impl {
   int shrinks_ = 0;      // shrink() calls so far (the same on every survivor)
   int grows_ = 0;        // grow() calls so far (the same on every rank)
   PipeSet pipes_;
+  std::unique_ptr<LazyConnector> lazy_;  // GYRE_CONNECT=lazy: pairs connected on first use
+  // The operation a connection on first use is for, for its errors (executing thread).
+  CollectiveCall connectFor_;
+  bool connectForProbe_ = false;  // creation's link probe
   PrimitiveContext ctx_;  // every schedule's base: ring neighbours' pipes, timeouts, abort flag
   PeerPipes peerPipes_;
   HostTopology topology_;  // from pipes_.hostIds: the same on every rank

@@ -85,6 +85,12 @@ Options Options::fromEnvironment() {
   if (const char* v = settingText("GYRE_CUDA_IPC")) {
     o.cudaIpc = parseIntegerSetting(v, "GYRE_CUDA_IPC", 0, 1) == 1;
   }
+  if (const char* v = settingText("GYRE_CONNECT")) {
+    const std::string s(v);
+    if (s == "lazy") o.connect = ConnectMode::kLazy;
+    else if (s == "eager") o.connect = ConnectMode::kEager;
+    else fail(ErrorCode::kInvalidArgument, "GYRE_CONNECT='{}': use lazy or eager", s);
+  }
   if (const char* v = settingText("GYRE_BIND")) {
     std::string s(v);
     if (s == "none") o.bind = CpuBinding::kNone;

@@ -24,6 +24,9 @@ namespace gyre {
 enum class ThreadPriority { kAuto, kRealtime, kNice, kNormal };
 enum class CpuBinding { kNone, kCore };
 
+// GYRE_CONNECT: which pipes creation connects (ring/lazy_connector.h, docs/DESIGN.md).
+enum class ConnectMode { kLazy, kEager };
+
 // The settings ring/ reads (creation, the join, the waits, the flight recorder's files),
 // and GYRE_SYNC_PRIORITY, which GradSync (ddp/) reads from its communicator's options.
 struct RingOptions {
@@ -58,6 +61,10 @@ struct RingOptions {
   // created (base/cpu_binding.h; the rule of `gyrerun --bind core`, for launchers that place
   // nothing: torchrun, mp.spawn). Later communicators of the process leave it where it is.
   CpuBinding bind = CpuBinding::kNone;
+  // GYRE_CONNECT=lazy|eager: lazy, creation connects only the pipes the default schedules
+  // use (collectives/eager_peers.h) and any other pair connects the first time an
+  // operation needs it; eager, every pair at creation (n - 1 pipe pairs per rank).
+  ConnectMode connect = ConnectMode::kLazy;
   // GYRE_TRACE_BUFFER: operations each communicator's flight recorder keeps
   // (collectives/flight_recorder.h; rounded up to a power of two); 0 turns it off.
   size_t traceBuffer = 64;

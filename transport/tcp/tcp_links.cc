@@ -46,12 +46,13 @@ void TcpLinks::addRecv(int peer, int count) {
   if (count != ep_.channels) ep_.channelsOf[peer] = count;
 }
 
-void TcpLinks::connect(uint64_t commId, const Key& key, Clock::time_point deadline) {
+void TcpLinks::connect(uint64_t commId, const Key& key, Clock::time_point deadline,
+                       bool keepListener) {
   ep_.commId = commId;
   ep_.key = key;
   std::sort(ep_.recvFrom.begin(), ep_.recvFrom.end());  // the order messages name them in
   conns_ = connectPipes(listener_.get(), ep_, deadline);
-  listener_.reset();
+  if (!keepListener) listener_.reset();
   connected_ = true;
 }
 

@@ -5,7 +5,8 @@
 // Every rank listens on one socket, whose address it publishes in its claim. Once every
 // rank has said which links it needs, connect() forms them all in one call
 // (tcp_connector.h: both sides of every handshake in one poll loop, so two ranks
-// connecting to each other cannot deadlock) and closes the listener; take() hands each
+// connecting to each other cannot deadlock) and closes the listener (or keeps it for
+// pipes connected on first use); take() hands each
 // pipe pair its connections. One thread (creation's); owns the listener and the links
 // not yet taken.
 #pragma once
@@ -36,8 +37,12 @@ class TcpLinks {
   void addRecv(int peer, int count);
 
   // Forms every link of this communicator (`key`: authKey of the job's secret), or throws
-  // naming the ranks missing at `deadline`; closes the listener. Once.
-  void connect(uint64_t commId, const Key& key, Clock::time_point deadline);
+  // naming the ranks missing at `deadline`; closes the listener unless `keepListener`
+  // (GYRE_CONNECT=lazy: later pipes are dialed there, ring/lazy_connector.h). Once.
+  void connect(uint64_t commId, const Key& key, Clock::time_point deadline,
+               bool keepListener = false);
+  // The listener, kept by connect(keepListener).
+  Fd takeListener() { return std::move(listener_); }
   bool connected() const { return connected_; }
 
   // The links of this rank's pipes to and from `peer`, by channel (once).
