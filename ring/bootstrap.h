@@ -38,7 +38,7 @@ class Join;
 
 // Bumped when what ranks exchange at creation changes: ranks of different builds fail
 // the join naming it, instead of misreading each other.
-inline constexpr int kJoinProtocolVersion = 2;
+inline constexpr int kJoinProtocolVersion = 3;
 
 struct BootstrapParams {
   int rank = 0;

@@ -342,7 +342,11 @@ TEST(LazyConnect, ResourcesPerRankStayFlat) {
     }
     std::printf("[resources] %d ranks, one host, most per rank (fds: the communicator's): "
                 "lazy %d fds %d threads, eager %d fds %d threads\n", n, most[0][0], most[0][1], most[1][0], most[1][1]);
-    if (n == 64) EXPECT_LT(most[0][0] * 3, most[1][0]) << "lazy holds about as many fds as eager";
+    // The default schedules' peers alone: at most 32 descriptors a rank, whatever n.
+    EXPECT_LE(most[0][0], 32) << n << " ranks";
+    if (n == 64) {
+      EXPECT_LT(most[0][0] * 3, most[1][0]) << "lazy holds about as many fds as eager";
+    }
   }
 }
 

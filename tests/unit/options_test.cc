@@ -53,7 +53,7 @@ constexpr const char* kAllVariables[] = {
     "GYRE_TRANSPORT", "GYRE_ALGO",       "GYRE_SYNC_PRIORITY", "GYRE_SOCKET_IFNAME", "GYRE_TOKEN",
     "GYRE_HOST_ID",   "GYRE_REDUCE_ISA", "GYRE_SPIN_US",       "GYRE_TRACE_BUFFER",  "GYRE_TRACE_DIR",
     "GYRE_TIMELINE",  "GYRE_TOKEN_FILE", "GYRE_ENCRYPT",       "GYRE_NSOCKS",        "GYRE_NICS_PER_HOST",
-    "GYRE_TCP_CONGESTION", "GYRE_BIND"};
+    "GYRE_TCP_CONGESTION", "GYRE_BIND",      "GYRE_CONNECT",       "GYRE_CUDA_IPC"};
 
 // Options parsed with only `name=value` set (the other variables unset, whatever the
 // environment the suite runs in holds).
@@ -272,6 +272,14 @@ TEST(Options, TransportSpellings) {
   }
   expectRejected("GYRE_TRANSPORT", "TCP", {"GYRE_TRANSPORT='TCP'", "use auto, tcp"});
   expectRejected("GYRE_TRANSPORT", "carrier-pigeon", {"GYRE_TRANSPORT='carrier-pigeon'", "shm"});
+}
+
+TEST(Options, ConnectLazyByDefaultOrEager) {
+  EXPECT_EQ(parsedWith("GYRE_CONNECT", "").connect, ConnectMode::kLazy);
+  EXPECT_EQ(parsedWith("GYRE_CONNECT", "lazy").connect, ConnectMode::kLazy);
+  EXPECT_EQ(parsedWith("GYRE_CONNECT", "eager").connect, ConnectMode::kEager);
+  expectRejected("GYRE_CONNECT", "EAGER", {"GYRE_CONNECT='EAGER'", "use lazy or eager"});
+  expectRejected("GYRE_CONNECT", "full", {"GYRE_CONNECT='full'", "use lazy or eager"});
 }
 
 TEST(Options, AlgorithmSpellings) {
