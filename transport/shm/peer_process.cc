@@ -23,8 +23,11 @@ PeerProcess::~PeerProcess() {
 }
 
 bool PeerProcess::gone() {
-  if (!gone_) gone_ = pidfd_ >= 0 ? pidfdSaysGone() : fallbackSaysGone();
-  return gone_;
+  if (!gone_.load(std::memory_order_relaxed) &&
+      (pidfd_ >= 0 ? pidfdSaysGone() : fallbackSaysGone())) {
+    gone_.store(true, std::memory_order_relaxed);
+  }
+  return gone_.load(std::memory_order_relaxed);
 }
 
 bool PeerProcess::pidfdSaysGone() const {

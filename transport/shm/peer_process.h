@@ -3,10 +3,12 @@
 // pidfd_open(2) (Linux 5.3) names the process itself, so pid reuse cannot fool it, and
 // poll() says POLLIN once it has exited (zombie or reaped). Without pidfds: kill(pid, 0),
 // which succeeds on a zombie, so /proc/<pid>/stat's state field is read as well. Once
-// gone, always gone. One thread at a time per object; owns its pidfd.
+// gone, always gone. Any thread (a pair's two pipes share one); owns its pidfd.
 #pragma once
 
 #include <sys/types.h>
+
+#include <atomic>
 
 namespace gyre {
 
@@ -25,7 +27,7 @@ class PeerProcess {
 
   pid_t pid_;
   int pidfd_ = -1;
-  bool gone_ = false;
+  std::atomic<bool> gone_{false};
 };
 
 }  // namespace gyre

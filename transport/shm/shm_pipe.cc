@@ -151,7 +151,7 @@ std::unique_ptr<ShmRecvPipe> ShmRecvPipe::create(const std::string& name, size_t
     log(LogLevel::kTrace, -1, "shm pipe {} created: {} slots of {} bytes for peer rank {} (pid {})",
         name, slots, slotBytes, peerRank, peerPid);
     return std::unique_ptr<ShmRecvPipe>(new ShmRecvPipe(std::move(segment), geo, peerRank, peerPid,
-                                                        std::make_unique<PeerProcess>(peerPid)));
+                                                        std::make_shared<PeerProcess>(peerPid)));
   } catch (...) {
     ShmSegment::unlink(name);
     throw;
@@ -159,7 +159,7 @@ std::unique_ptr<ShmRecvPipe> ShmRecvPipe::create(const std::string& name, size_t
 }
 
 ShmRecvPipe::ShmRecvPipe(ShmSegment segment, Geometry geo, int peerRank, pid_t peerPid,
-                         std::unique_ptr<PeerProcess> peerProcess)
+                         std::shared_ptr<PeerProcess> peerProcess)
     : segment_(std::move(segment)),
       geo_(geo),
       header_(std::launder(reinterpret_cast<Header*>(segment_.data()))),
@@ -297,12 +297,13 @@ Geometry validate(const ShmSegment& segment, int peerRank, pid_t peerPid) {
 }  // namespace
 
 std::unique_ptr<ShmSendPipe> ShmSendPipe::open(const std::string& name, int peerRank, pid_t peerPid,
-                                               const WaitContext& ctx) {
+                                               const WaitContext& ctx,
+                                               std::shared_ptr<PeerProcess> peer) {
   if (peerPid <= 0) {
     fail(ErrorCode::kInvalidArgument, "shm pipe {}: bad pid {} for peer rank {}", name, peerPid,
          peerRank);
   }
-  auto peer = std::make_unique<PeerProcess>(peerPid);
+  if (!peer) peer = std::make_shared<PeerProcess>(peerPid);
   const auto start = Clock::now();
   ShmSegment segment;
   for (;;) {
@@ -352,11 +353,11 @@ std::unique_ptr<ShmSendPipe> ShmSendPipe::open(const std::string& name, int peer
 std::unique_ptr<ShmSendPipe> ShmSendPipe::attach(ShmRecvPipe& receiver, int peerRank) {
   return std::unique_ptr<ShmSendPipe>(
       new ShmSendPipe(receiver.name(), ShmSegment(), receiver.segment_.data(), receiver.geo_,
-                      peerRank, ::getpid(), std::make_unique<PeerProcess>(::getpid())));
+                      peerRank, ::getpid(), std::make_shared<PeerProcess>(::getpid())));
 }
 
 ShmSendPipe::ShmSendPipe(std::string name, ShmSegment segment, std::byte* base, Geometry geo,
-                         int peerRank, pid_t peerPid, std::unique_ptr<PeerProcess> peerProcess)
+                         int peerRank, pid_t peerPid, std::shared_ptr<PeerProcess> peerProcess)
     : name_(std::move(name)),
       segment_(std::move(segment)),
       geo_(geo),

@@ -168,6 +168,8 @@ class ShmRecvPipe : public RecvPipe {
   // after the communicator's init barrier, when the sender has surely mapped it.
   void unlinkName();
   const std::string& name() const { return segment_.name(); }
+  // The peer's liveness handle, for its send pipe to share (ShmSendPipe::open).
+  std::shared_ptr<PeerProcess> peerProcess() const { return peerProcess_; }
 
   ShmRecvPipe(const ShmRecvPipe&) = delete;
   ShmRecvPipe& operator=(const ShmRecvPipe&) = delete;
@@ -175,7 +177,7 @@ class ShmRecvPipe : public RecvPipe {
  private:
   friend class ShmSendPipe;
   ShmRecvPipe(ShmSegment segment, shm_layout::Geometry geo, int peerRank, pid_t peerPid,
-              std::unique_ptr<PeerProcess> peerProcess);
+              std::shared_ptr<PeerProcess> peerProcess);
 
   ShmSegment segment_;
   shm_layout::Geometry geo_;  // private copy: never re-read from shared memory
@@ -184,7 +186,7 @@ class ShmRecvPipe : public RecvPipe {
   std::byte* slots_;
   int peerRank_;
   pid_t peerPid_;
-  std::unique_ptr<PeerProcess> peerProcess_;
+  std::shared_ptr<PeerProcess> peerProcess_;
   uint64_t released_ = 0;  // slices released so far (== the next one to wait for)
   bool holding_ = false;   // a slice was returned by wait() and not released yet
   Slice held_;
@@ -199,8 +201,11 @@ class ShmSendPipe : public SendPipe {
   // for it until ctx.deadline (kTimeout), ctx.aborted (kAborted) or the peer's exit
   // (kRemoteError), then unlinks the name. A segment that is not a valid pipe for this
   // pair of processes is refused with kRemoteError saying why.
+  // `peerProcess`: the peer's liveness handle when this rank already holds one (its
+  // receive pipe from the same peer's), so that a pair of pipes holds one pidfd.
   static std::unique_ptr<ShmSendPipe> open(const std::string& name, int peerRank, pid_t peerPid,
-                                           const WaitContext& ctx);
+                                           const WaitContext& ctx,
+                                           std::shared_ptr<PeerProcess> peerProcess = nullptr);
 
   // The sending end of `receiver` in the same process, sharing its mapping rather than
   // mapping the segment a second time. For tests: ThreadSanitizer keys synchronisation
@@ -224,7 +229,7 @@ class ShmSendPipe : public SendPipe {
 
  private:
   ShmSendPipe(std::string name, ShmSegment segment, std::byte* base, shm_layout::Geometry geo,
-              int peerRank, pid_t peerPid, std::unique_ptr<PeerProcess> peerProcess);
+              int peerRank, pid_t peerPid, std::shared_ptr<PeerProcess> peerProcess);
 
   std::string name_;
   ShmSegment segment_;  // empty when attached in-process
@@ -234,7 +239,7 @@ class ShmSendPipe : public SendPipe {
   std::byte* slots_;
   int peerRank_;
   pid_t peerPid_;
-  std::unique_ptr<PeerProcess> peerProcess_;
+  std::shared_ptr<PeerProcess> peerProcess_;
   uint64_t posted_ = 0;  // slices posted so far (== the next slot to fill)
   bool acquired_ = false;
   std::mutex publishMu_;  // one status writer at a time

@@ -33,12 +33,13 @@ bool hasRoom(const SetupEnv& env) {
 // that is the error, not "the peer exited". The join's failure text is preferred only
 // when it could be read; a store already gone leaves the pipe's own error.
 std::unique_ptr<ShmSendPipe> openPeerSegment(SetupExchange& exchange, const std::string& where,
-                                             int peer, pid_t pid, Clock::time_point deadline) {
+                                             int peer, pid_t pid, Clock::time_point deadline,
+                                             const std::shared_ptr<PeerProcess>& process) {
   for (;;) {
     WaitContext ctx{std::min(deadline, Clock::now() + std::chrono::milliseconds(100)), nullptr,
                     std::chrono::microseconds(0)};
     try {
-      return ShmSendPipe::open(where, peer, pid, ctx);
+      return ShmSendPipe::open(where, peer, pid, ctx, process);
     } catch (const Error& e) {
       if (e.code() != ErrorCode::kTimeout && e.code() != ErrorCode::kRemoteError) throw;
       bool readable = true;
@@ -95,14 +96,17 @@ void ShmSetup::prepare(SetupEnv& env, const std::vector<int>& sendTo,
 
 PipePair ShmSetup::connect(SetupEnv& env, int peer, PeerLinks) {
   PipePair pipes;
+  std::shared_ptr<PeerProcess> process;  // one liveness handle (pidfd) for the pair's pipes
+  if (auto it = recv_.find(peer); it != recv_.end()) {
+    process = it->second->peerProcess();
+    pipes.recv = std::move(it->second);
+    recv_.erase(it);
+  }
   if (sendTo_.count(peer)) {
     const std::string where = env.exchange->read(segmentKey(env.rank, peer));
     pipes.send = openPeerSegment(*env.exchange, where, peer,
-                                 static_cast<pid_t>(env.claims.at(static_cast<size_t>(peer)).pid), env.deadline);
-  }
-  if (auto it = recv_.find(peer); it != recv_.end()) {
-    pipes.recv = std::move(it->second);
-    recv_.erase(it);
+                                 static_cast<pid_t>(env.claims.at(static_cast<size_t>(peer)).pid),
+                                 env.deadline, process);
   }
   return pipes;
 }
