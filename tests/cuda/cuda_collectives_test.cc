@@ -43,6 +43,9 @@ using testing::check;
 using testing::cudaCheck;
 using testing::DeviceBuffer;
 
+// memcmp of n bytes, for buffers that may be empty (an empty vector's data() is null).
+bool sameBytes(const void* a, const void* b, size_t n) { return n == 0 || std::memcmp(a, b, n) == 0; }
+
 SpawnOptions spawnOptions() {
   SpawnOptions o;
   o.options.timeout = std::chrono::seconds(60);
@@ -116,7 +119,7 @@ TEST_P(CudaCollectivesRanks, AllToAllEveryDtypeMatchesTheHost) {
         cuda->allToAll(send.get(), recv.get(), count, t, stream);
         sync();
         const std::vector<std::byte> got = recv.download();
-        check(std::memcmp(got.data(), host.data(), all) == 0,
+        check(sameBytes(got.data(), host.data(), all),
               "rank {}/{} {}: alltoall {} count {} differs from the host's", me, n, pathName(ipc),
               dtypeName(t), count);
         check(got[all] == std::byte{0x5a} && got[all + 63] == std::byte{0x5a},
@@ -168,7 +171,7 @@ TEST_P(CudaCollectivesRanks, AllToAllvUnevenCountsMatchTheHost) {
           cuda->allToAllv(send.get(), sc.data(), sdp, recv.get(), rc.data(), rdp, t, stream);
           sync();
           const std::vector<std::byte> got = recv.download();
-          check(std::memcmp(got.data(), host.data(), got.size()) == 0,
+          check(sameBytes(got.data(), host.data(), got.size()),
                 "rank {}/{} {}: alltoallv {} scale {}{} differs from the host's", me, n,
                 pathName(ipc), dtypeName(t), scale, gaps ? " with gaps" : "");
         }
@@ -210,7 +213,7 @@ TEST_P(CudaCollectivesRanks, SendRecvPatternsMatchTheHost) {
           cuda->send(out.get(), count, t, next, stream);
         }
         sync();
-        check(std::memcmp(in.download().data(), host.data(), bytes) == 0,
+        check(sameBytes(in.download().data(), host.data(), bytes),
               "rank {}/{} {}: send/recv ring count {} differs from the host's", me, n,
               pathName(ipc), count);
       }
@@ -229,7 +232,7 @@ TEST_P(CudaCollectivesRanks, SendRecvPatternsMatchTheHost) {
         char* into = inPlace ? a.get() : b.get();
         cuda->sendRecv(a.get(), sendCount, prev, into, recvCount, next, t, stream);
         sync();
-        check(std::memcmp(download(into, recvCount * 4).data(), host.data(), recvCount * 4) == 0,
+        check(sameBytes(download(into, recvCount * 4).data(), host.data(), recvCount * 4),
               "rank {}/{} {}: sendrecv ring count {}{} differs from the host's", me, n,
               pathName(ipc), count, inPlace ? " in place" : "");
       }
@@ -249,7 +252,7 @@ TEST_P(CudaCollectivesRanks, SendRecvPatternsMatchTheHost) {
         }
         sync();
         if (me == n - 1) {
-          check(std::memcmp(buf.download().data(), pattern(t, 0, count, 4).data(), bytes) == 0,
+          check(sameBytes(buf.download().data(), pattern(t, 0, count, 4).data(), bytes),
                 "rank {}/{} {}: the one-way recv of {} from rank 0 differs", me, n, pathName(ipc),
                 count);
         }
@@ -321,7 +324,7 @@ TEST_P(CudaCollectivesRanks, AllGatherReduceScatterBroadcastMatchTheHost) {
           cudaCheck(cudaMemcpy(in, mine.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
           cuda->allGather(in, recv.get(), count, t, stream);
           sync();
-          check(std::memcmp(recv.download().data(), host.data(), all) == 0,
+          check(sameBytes(recv.download().data(), host.data(), all),
                 "{}: allgather{} differs from the host's", what, inPlace ? " in place" : "");
 
           const std::vector<std::byte> input = pattern(t, me, count * n, 6);
@@ -332,7 +335,7 @@ TEST_P(CudaCollectivesRanks, AllGatherReduceScatterBroadcastMatchTheHost) {
           char* out = inPlace ? rsIn.get() + me * bytes : rsOut.get();
           cuda->reduceScatter(rsIn.get(), out, count, t, ReduceOp::kSum, stream);
           sync();
-          check(std::memcmp(download(out, bytes).data(), expect.data(), bytes) == 0,
+          check(sameBytes(download(out, bytes).data(), expect.data(), bytes),
                 "{}: reducescatter{} differs from the host's", what, inPlace ? " in place" : "");
         }
         for (int root = 0; root < n; ++root) {
@@ -342,7 +345,7 @@ TEST_P(CudaCollectivesRanks, AllGatherReduceScatterBroadcastMatchTheHost) {
           comm.broadcast(value.data(), count, t, root);
           cuda->broadcast(buf.get(), count, t, root, stream);
           sync();
-          check(std::memcmp(buf.download().data(), value.data(), bytes) == 0,
+          check(sameBytes(buf.download().data(), value.data(), bytes),
                 "{}: broadcast from {} differs from the host's", what, root);
         }
       }
@@ -526,7 +529,7 @@ TEST_P(CudaCollectives, WrongArgumentsThrowAndLeaveTheCommunicatorUsable) {
     cuda->synchronize();
     std::vector<int32_t> host(32);
     comm.allToAll(x.data(), host.data(), 16, DataType::kInt32);
-    check(std::memcmp(b.download().data(), host.data(), 128) == 0,
+    check(sameBytes(b.download().data(), host.data(), 128),
           "rank {}: the all-to-all after the refused calls differs", me);
     cudaStreamDestroy(stream);
   }, spawnOptions());
@@ -566,12 +569,12 @@ TEST_P(CudaCollectives, CallsReturnBeforeThePeersCall) {
     cuda->synchronize();
     std::vector<int32_t> host(count * 2);
     comm.allToAll(x.data(), host.data(), count, DataType::kInt32);
-    check(std::memcmp(recv.download().data(), host.data(), host.size() * 4) == 0,
+    check(sameBytes(recv.download().data(), host.data(), host.size() * 4),
           "rank {}: the all-to-all differs from the host's", comm.rank());
     if (comm.rank() == 0) {
       std::vector<int32_t> want(count);
       for (size_t i = 0; i < count; ++i) want[i] = static_cast<int32_t>(i * 3) + 1;
-      check(std::memcmp(p2p.download().data(), want.data(), count * 4) == 0,
+      check(sameBytes(p2p.download().data(), want.data(), count * 4),
             "rank 0: the recv differs from rank 1's data");
     }
     cudaStreamDestroy(stream);
