@@ -448,9 +448,9 @@ PYTORCH_TABLES = {"torch_styles": t_torch_styles}
 
 SCALING_PAGE = ROOT / "docs" / "scaling.md"
 CREATION_FOLDER = "creation_scale_1host"
-CREATION_PEERS = [("gyre_main", "gyre, claims read by every rank"),
-                  ("gyre_bootstrap", "gyre, claims gathered by rank 0"),
-                  ("gloo", "Gloo full mesh"), ("mpi", "Open MPI")]
+# rows.jsonl also holds launches of earlier gyre builds (peers gyre_main, gyre_bootstrap:
+# the full mesh, see meta.json); the table shows the current one beside the peers.
+CREATION_PEERS = [("gyre", "gyre"), ("gloo", "Gloo full mesh"), ("mpi", "Open MPI")]
 
 
 def jsonl(path):
@@ -532,7 +532,11 @@ def source_line(src):
     meta = meta_of(folder, file)
     shown = f"{folder}/{file}" if file else f"{folder}/"
     note = ", transcribed" if meta.get("transcribed") else ""
-    return f"[{shown}](../bench/results/{shown}), {meta['date']}, {meta['machine']}, {meta['commit']}{note}"
+    commits = meta['commit']
+    own = (meta.get("files") or {}).get(file) if file else None  # a file with its own run
+    if meta.get("invocations") and not own:  # appended runs (APPEND=1): every commit
+        commits = ", ".join(dict.fromkeys(i["commit"] for i in meta["invocations"]))
+    return f"[{shown}](../bench/results/{shown}), {meta['date']}, {meta['machine']}, {commits}{note}"
 
 
 def render(name, tables):
