@@ -401,8 +401,9 @@ STYLE_LABELS = {"fsdp": "FSDP2", "tp": "tensor parallel", "ddp": "DDP"}
 
 
 def t_torch_styles():
-    sets = [("torch_styles_1host", lambda w: f"1 x {w}"),
-            ("torch_styles_1host/run2", lambda w: f"1 x {w}, again"),
+    sets = [("torch_styles_1host_floor", lambda w: f"1 x {w}"),
+            ("torch_styles_1host", lambda w: f"1 x {w}, run 2"),
+            ("torch_styles_1host/run2", lambda w: f"1 x {w}, run 3"),
             ("torch_styles_netns_2x2_1gbit", lambda w: "2 x 2, 1 Gbit/s")]
     header = ["hosts x ranks", "style", "gyre samples/s", "gloo samples/s", "gyre / gloo",
               "no communication / gloo", "step ms: gyre / gloo / none", "load"]
