@@ -131,10 +131,11 @@ import glob, json, os, sys
  args, extra_env, torch_version, backends) = sys.argv[1:]
 loads = [json.loads(l)["load1"] for f in sorted(glob.glob(os.path.join(out, "r*.jsonl")))
          for l in open(f) if l.strip()]
-cmd = f"bench/runs/torch_styles.sh {mode}"
+cmd = f"bench/runs/torch_styles.sh {mode}" + ("" if out.endswith(("torch_styles_1host", "torch_styles_netns_2x2_1gbit")) else f" {os.path.relpath(out)}")
 env = " ".join(x for x in (f"ROUNDS={rounds}" if rounds != "3" else "",
                            f"ARGS='{args}'" if args else "",
                            f"BACKENDS='{backends}'" if backends != "gyre gloo fake" else "",
+                           f"STYLES='{styles}'" if styles != "fsdp tp ddp" else "",
                            f"EXTRA_ENV='{extra_env}'" if extra_env else "") if x)
 meta = {
     "title": ("Training styles (FSDP2, tensor parallelism, DDP) on backend gyre against gloo, "
