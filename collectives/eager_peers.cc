@@ -40,6 +40,13 @@ void normalize(std::vector<int>& peers, int rank) {
 
 }  // namespace
 
+std::vector<int> schedulePeers(int rank, const HostTopology& topology, bool recursiveDoubling) {
+  if (topology.size() < 2) return {};
+  std::vector<int> peers = namedPeers(rank, topology, recursiveDoubling);
+  normalize(peers, rank);
+  return peers;
+}
+
 std::vector<int> eagerPeers(int rank, const HostTopology& topology, bool recursiveDoubling) {
   const int n = topology.size();
   if (n < 2) return {};

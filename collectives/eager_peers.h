@@ -30,4 +30,9 @@ namespace gyre {
 // `recursiveDoubling`: GYRE_ALGO is auto or rd (the same on every rank: the join checks it).
 std::vector<int> eagerPeers(int rank, const HostTopology& topology, bool recursiveDoubling);
 
+// The peers `rank`'s own schedules name (the table above), sorted, without duplicates and
+// without `rank`; each relation in it is symmetric, so for n ranks in one process (the
+// simulator, sim/sim_world.h) this is eagerPeers without its O(n) check per rank.
+std::vector<int> schedulePeers(int rank, const HostTopology& topology, bool recursiveDoubling);
+
 }  // namespace gyre

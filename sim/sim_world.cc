@@ -8,7 +8,7 @@
 
 #include "base/error.h"
 #include "collectives/collective_table.h"
-#include "sim/peer_set.h"
+#include "collectives/eager_peers.h"
 
 namespace gyre::sim {
 
@@ -52,7 +52,7 @@ SimWorld::SimWorld(const SimOptions& options)
     }
   } else {
     for (int r = 0; r < size_; ++r) {
-      for (int p : schedulePeers(r, topology_)) connect(r, p);
+      for (int p : schedulePeers(r, topology_, true)) connect(r, p);
     }
   }
   ctx_.resize(static_cast<size_t>(size_));
@@ -96,7 +96,7 @@ SimResult SimWorld::runCall(const CollectiveCall& call, const BufferFn& buffers,
   const bool rootedCall =
       call.kind == CollectiveKind::kBroadcast || call.kind == CollectiveKind::kReduce;
   if (rootedCall && call.root >= 0 && call.root < size_) {
-    connectRing(topology_.hostOrderFrom(call.root));  // the two-level chain (peer_set.h)
+    connectRing(topology_.hostOrderFrom(call.root));  // the two-level chain
   }
   SimResult result = runBodies(
       [&](int r, const PrimitiveContext& ctx, const PeerPipes& pipes) {

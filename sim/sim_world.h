@@ -10,8 +10,10 @@
 // probeBytesPerUs).
 //
 // Pipes. Up to allPairsMaxRanks ranks every ordered pair has a pipe, as a real
-// communicator; above, only those the schedules use (sim/peer_set.h), since n^2 pipes
-// at 4,096 ranks would not fit in memory. A schedule that asks for another pipe fails
+// communicator; above, only those the default schedules use (collectives/eager_peers.h
+// schedulePeers, recursive doubling's partners included), plus each rooted two-level
+// call's chain of HostTopology::hostOrderFrom(root), since n^2 pipes at 4,096 ranks
+// would not fit in memory. A schedule that asks for another pipe fails
 // with kInternal ("no pipe to rank ..."), never silently.
 //
 // Payload. With payload every rank's buffers are real and the result can be checked;
