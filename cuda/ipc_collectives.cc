@@ -120,29 +120,47 @@ void ipcAllGather(IpcPeers& peers, const void* sendbuf, void* recvbuf, size_t co
   q.finish();
 }
 
-void ipcReduceScatter(IpcPeers& peers, const void* sendbuf, void* recvbuf, size_t count,
-                      DataType dtype, ReduceOp op, CUstream_st* stream, const std::string& what) {
-  Enqueue q(peers, stream, what);
-  const int n = q.n_, me = q.me_;
-  const size_t esize = dtypeSize(dtype);
-  // A round stages one piece per destination block, each 16-byte aligned in the slot.
+namespace {
+
+// The elements per block and round of the collectives that stage one piece per rank.
+size_t perBlock(const IpcPeers& peers, DataType dtype) {
   const size_t align = alignElements(dtype);
-  const size_t perBlock = std::max(align, peers.slotBytes() / esize / static_cast<size_t>(n) / align * align);
-  const auto* send = static_cast<const char*>(sendbuf);
-  auto* recv = static_cast<char*>(recvbuf);
-  for (size_t first = 0; first < count; first += perBlock) {
-    const size_t m = std::min(perBlock, count - first);
+  const size_t esize = dtypeSize(dtype);
+  return std::max(align, peers.slotBytes() / esize / static_cast<size_t>(peers.size()) / align * align);
+}
+
+// The rounds of reduce-scatter and all-to-all: each stages a chunk of every destination
+// block of `send` (count elements a block) in this rank's slot, waits for every rank's,
+// and hands `collect` the round's first element, its length and the slot.
+template <typename Collect>
+void blockRounds(Enqueue& q, IpcPeers& peers, const char* send, size_t count, DataType dtype,
+                 Collect&& collect) {
+  const size_t esize = dtypeSize(dtype), block = perBlock(peers, dtype);
+  for (size_t first = 0; first < count; first += block) {
+    const size_t m = std::min(block, count - first);
     const uint32_t round = peers.nextRound();
     const int s = IpcPeers::slot(round);
-    for (int b = 0; b < n; ++b) {
-      q.copy(peers.stage(me, s) + static_cast<size_t>(b) * perBlock * esize,
+    for (int b = 0; b < q.n_; ++b) {
+      q.copy(peers.stage(q.me_, s) + static_cast<size_t>(b) * block * esize,
              send + (static_cast<size_t>(b) * count + first) * esize, m * esize);
     }
     q.readyAndWaitAll(round);
-    const size_t offset = static_cast<size_t>(me) * perBlock * esize;
-    q.reduceInRankOrder(recv + first * esize, [&](int r) { return peers.stage(r, s) + offset; }, m,
-                        dtype, op);
+    collect(first, m, s, static_cast<size_t>(q.me_) * block * esize);  // offset of my block
   }
+}
+
+}  // namespace
+
+void ipcReduceScatter(IpcPeers& peers, const void* sendbuf, void* recvbuf, size_t count,
+                      DataType dtype, ReduceOp op, CUstream_st* stream, const std::string& what) {
+  Enqueue q(peers, stream, what);
+  const size_t esize = dtypeSize(dtype);
+  auto* recv = static_cast<char*>(recvbuf);
+  blockRounds(q, peers, static_cast<const char*>(sendbuf), count, dtype,
+              [&](size_t first, size_t m, int s, size_t offset) {
+                q.reduceInRankOrder(recv + first * esize,
+                                    [&](int r) { return peers.stage(r, s) + offset; }, m, dtype, op);
+              });
   q.finish();
 }
 
@@ -163,40 +181,18 @@ void ipcBroadcast(IpcPeers& peers, void* buffer, size_t count, DataType dtype, i
   q.finish();
 }
 
-namespace {
-
-// The elements per block and round of the collectives that stage one piece per rank.
-size_t perBlock(const IpcPeers& peers, DataType dtype) {
-  const size_t align = alignElements(dtype);
-  const size_t esize = dtypeSize(dtype);
-  return std::max(align, peers.slotBytes() / esize / static_cast<size_t>(peers.size()) / align * align);
-}
-
-}  // namespace
-
 void ipcAllToAll(IpcPeers& peers, const void* sendbuf, void* recvbuf, size_t count,
                  DataType dtype, CUstream_st* stream, const std::string& what) {
   Enqueue q(peers, stream, what);
-  const int n = q.n_, me = q.me_;
   const size_t esize = dtypeSize(dtype);
-  const size_t block = perBlock(peers, dtype);
-  const auto* send = static_cast<const char*>(sendbuf);
   auto* recv = static_cast<char*>(recvbuf);
-  for (size_t first = 0; first < count; first += block) {
-    const size_t m = std::min(block, count - first);
-    const uint32_t round = peers.nextRound();
-    const int s = IpcPeers::slot(round);
-    for (int b = 0; b < n; ++b) {
-      q.copy(peers.stage(me, s) + static_cast<size_t>(b) * block * esize,
-             send + (static_cast<size_t>(b) * count + first) * esize, m * esize);
-    }
-    q.readyAndWaitAll(round);
-    const size_t offset = static_cast<size_t>(me) * block * esize;
-    for (int r = 0; r < n; ++r) {
-      q.copy(recv + (static_cast<size_t>(r) * count + first) * esize, peers.stage(r, s) + offset,
-             m * esize);
-    }
-  }
+  blockRounds(q, peers, static_cast<const char*>(sendbuf), count, dtype,
+              [&](size_t first, size_t m, int s, size_t offset) {
+                for (int r = 0; r < q.n_; ++r) {
+                  q.copy(recv + (static_cast<size_t>(r) * count + first) * esize,
+                         peers.stage(r, s) + offset, m * esize);
+                }
+              });
   q.finish();
 }
 
