@@ -594,18 +594,7 @@ void Join::checkRefusals() {
 void Join::checkAlarms() {
   const int64_t alarms = store_.add(key("alarm"), 0);
   if (alarms == alarmsSeen_) return;
-  if (store_.add(key("failures"), 0) > 0) {
-    if (!store_.check({key("error/1")})) return;  // its publisher is between add and set
-    std::string text = store_.getString(key("error/1"));
-    size_t nl = text.find('\n');
-    int code = std::atoi(text.substr(0, nl).c_str());
-    if (!seenCounted_) store_.add(key("error-seen"), 1);
-    seenCounted_ = true;
-    throw Error(errorCodeFromInt(code, ErrorCode::kRemoteError),
-                fmt::format("rank {}: creating the communicator failed on another rank: {}", rank_,
-                            nl == std::string::npos ? text : text.substr(nl + 1)),
-                ErrorCause::kFailedElsewhere);
-  }
+  if (throwPublishedFailure()) return;  // its publisher is between add and set
   // Every alarm so far is the drop of a rank that had arrived at "done" (arrive()):
   // nothing wrong, and no need to look at each rank.
   if (store_.add(key("dropped-done"), 0) == alarms) {
@@ -617,6 +606,9 @@ void Join::checkAlarms() {
         store_.check({key(fmt::format("done/{}", r))})) {
       continue;
     }
+    // A rank that failed published why before its connection dropped: when it did, that
+    // is the cause (it names the rank that really died), not its own exit.
+    if (throwPublishedFailure()) return;
     const Claim& c = byRank_[static_cast<size_t>(r)];
     failWith(ErrorCode::kRemoteError, ErrorCause::kRankLeft,
          "rank {}: rank {}{} exited (or lost its connection to the store at {}) after {:.1f} s, "
@@ -625,6 +617,20 @@ void Join::checkAlarms() {
          rank_, r, c.rank >= 0 ? " (" + c.where() + ")" : "", storeName_, seconds());
   }
   alarmsSeen_ = alarms;  // only drops of ranks that had finished: nothing wrong
+}
+
+bool Join::throwPublishedFailure() {
+  if (store_.add(key("failures"), 0) == 0) return false;
+  if (!store_.check({key("error/1")})) return true;  // its publisher is between add and set
+  std::string text = store_.getString(key("error/1"));
+  size_t nl = text.find('\n');
+  int code = std::atoi(text.substr(0, nl).c_str());
+  if (!seenCounted_) store_.add(key("error-seen"), 1);
+  seenCounted_ = true;
+  throw Error(errorCodeFromInt(code, ErrorCode::kRemoteError),
+              fmt::format("rank {}: creating the communicator failed on another rank: {}", rank_,
+                          nl == std::string::npos ? text : text.substr(nl + 1)),
+              ErrorCause::kFailedElsewhere);
 }
 
 void Join::checkGone() {

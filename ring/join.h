@@ -154,6 +154,9 @@ class Join {
   // goneCounts: a rank whose store connection dropped counts as arrived (leave()).
   void waitAll(const std::string& step, const char* what, bool goneCounts);
   std::vector<int> notMarked(const std::string& step);  // ranks without "<step>/<r>"
+  // Throws the first published failure; true without throwing when one is being published
+  // (counted, its text not set yet); false when there is none.
+  bool throwPublishedFailure();
   template <typename Ready, typename Progress>
   void watch(Ready&& ready, Progress&& progress, const char* what);
   // Reads and checks the claims that arrived, one store key each (rank 0; any rank when
