@@ -169,17 +169,19 @@ TEST(AuthAttack, ARewrittenCheckInInAnOpenStoreFailsCreationAndNobodyConnects) {
   group.makeStore = [port](int) -> std::shared_ptr<Store> {
     return TcpStore::connect("127.0.0.1", port, 30s);  // no secret: an open store
   };
-  // The last rank checks in once the outsider has rewritten rank 1's check-in.
+  // Rank 0, which gathers the check-ins for the others (ring/join.h), and the last rank
+  // check in once the outsider has rewritten rank 1's: a check-in rewritten after rank 0
+  // read it is never read again, so the attack has to come first.
   group.beforeCreate = [&group](int rank) {
-    if (rank == kLate) group.waitFor(-1, "rewritten");
+    if (rank == 0 || rank == kLate) group.waitFor(-1, "rewritten");
   };
   group.start([](Communicator&, int) {});
   auto store = TcpStore::serveOn(std::move(listener), 30s);  // after the fork, as the harness
 
-  // The outsider finds rank 1's check-in among the first three and puts its own address
-  // there.
+  // The outsider finds rank 1's check-in among the first two (ranks 1 and 2) and puts its
+  // own address there.
   std::vector<std::string> keys;
-  for (int seq = 1; seq <= kRanks - 1; ++seq) keys.push_back(fmt::format("gyre/comm0/join/claim/{}", seq));
+  for (int seq = 1; seq <= kRanks - 2; ++seq) keys.push_back(fmt::format("gyre/comm0/join/claim/{}", seq));
   store->setTimeout(10s);
   store->wait(keys);
   std::string rewritten;
