@@ -1,7 +1,9 @@
 #include "ring/lazy_connector.h"
 
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -218,6 +220,7 @@ LazyConnector::LazyConnector(PipeSet& set, const Options& options, std::string l
   env_.exchange = nullptr;
   if (!listener_) fail(ErrorCode::kInternal, "rank {}: no listener kept for later pipes", rank_);
   setNonBlocking(listener_.get(), true);
+  wake_ = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));  // -1 on failure: poll ignores it
   acceptor_ = std::thread([this] { acceptLoop(); });
 }
 
@@ -237,6 +240,10 @@ LazyConnector::~LazyConnector() {
   }
   stop_.store(true);
   changed_.notify_all();
+  if (wake_.get() >= 0) {
+    const uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(wake_.get(), &one, sizeof(one));
+  }
   if (acceptor_.joinable()) acceptor_.join();
   std::lock_guard<std::mutex> lock(mu_);
   pairs_.clear();
@@ -390,9 +397,9 @@ LazyConnector::Answer LazyConnector::dial(int peer, const std::string& what,
 
 void LazyConnector::acceptLoop() {
   while (!stop_.load()) {
-    pollfd p{listener_.get(), POLLIN, 0};
-    int rc = ::poll(&p, 1, static_cast<int>(kPoll.count()));
-    if (rc <= 0) continue;
+    pollfd p[2] = {{listener_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
+    int rc = ::poll(p, 2, static_cast<int>(kPoll.count()));
+    if (rc <= 0 || (p[0].revents & POLLIN) == 0) continue;
     int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
     try {

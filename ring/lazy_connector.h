@@ -103,6 +103,7 @@ class LazyConnector {
   SetupEnv env_;  // creation's, without its exchange
   Key key_{};
   Fd listener_;
+  Fd wake_;  // eventfd: the destructor wakes the acceptor's poll instead of waiting it out
 
   mutable std::mutex mu_;
   std::condition_variable changed_;
