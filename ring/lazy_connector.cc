@@ -103,14 +103,6 @@ constexpr auto kLinksTimeout = std::chrono::seconds(30);
 // The largest exchange a pair's setup publishes (a few keys).
 constexpr uint32_t kMaxExchangeBytes = 1 << 20;
 
-SocketAddress parseAddress(const std::string& text) {
-  auto colon = text.rfind(':');
-  if (colon == std::string::npos) fail(ErrorCode::kInternal, "malformed address '{}'", text);
-  std::string host = text.substr(0, colon);
-  if (!host.empty() && host.front() == '[') host = host.substr(1, host.size() - 2);
-  return SocketAddress::resolve(host, static_cast<uint16_t>(std::stoi(text.substr(colon + 1))));
-}
-
 // Each step of a pair's setup begins with a byte: kStepOk, or kStepAborted followed by
 // the StatusRecord of the side's abort notice, so the other end relays the failure's
 // origin as a pipe would instead of naming the peer that gave up.
@@ -330,7 +322,7 @@ LazyConnector::Answer LazyConnector::dial(int peer, const std::string& what,
   Fd fd;
   try {
     // A listener is there for the communicator's life: a refusal means the process is gone.
-    fd = connectWithRetry(parseAddress(address),
+    fd = connectWithRetry(SocketAddress::parse(address),
                           std::min(deadline, Clock::now() + std::chrono::seconds(2)));
   } catch (const Error& e) {
     throw Error(ErrorCode::kRemoteError,
@@ -573,7 +565,7 @@ std::unique_ptr<LazyConnector::Pair> LazyConnector::connectPair(int fd, int peer
       ep.key = key_;
       ep.encrypt = options_.encrypt;
       ep.channels = count;
-      ep.sendTo.emplace(peer, parseAddress(exchange.read("links")));
+      ep.sendTo.emplace(peer, SocketAddress::parse(exchange.read("links")));
       ep.recvFrom.push_back(peer);
       control.checkInterrupted();
       // Both ends are here, so the links form at once; a peer that died meanwhile is

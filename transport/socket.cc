@@ -24,6 +24,14 @@ void Fd::reset() {
   fd_ = -1;
 }
 
+SocketAddress SocketAddress::parse(const std::string& text) {
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos) fail(ErrorCode::kInternal, "malformed address '{}'", text);
+  std::string host = text.substr(0, colon);
+  if (!host.empty() && host.front() == '[') host = host.substr(1, host.size() - 2);
+  return resolve(host, static_cast<uint16_t>(std::stoi(text.substr(colon + 1))));
+}
+
 SocketAddress SocketAddress::resolve(const std::string& host, uint16_t port) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;

@@ -55,6 +55,9 @@ struct GYRE_API SocketAddress {
   // kInvalidArgument naming the host if it does not resolve.
   static SocketAddress resolve(const std::string& host, uint16_t port);
   static SocketAddress ofSocket(int fd);  // getsockname
+  // The inverse of toString() ("host:port", "[v6]:port"); kInternal when malformed (the
+  // text comes from a peer's claim, which gyre wrote).
+  static SocketAddress parse(const std::string& text);
   uint16_t port() const;
   std::string host() const;      // numeric
   std::string toString() const;  // "host:port", "[v6]:port"

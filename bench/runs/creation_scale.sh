@@ -4,7 +4,7 @@
 # descriptors, threads, resident memory), for gyre, Gloo's C++ full mesh and Open MPI,
 # in the same run, alternating their order per round.
 #
-#   PEERS_HARNESS=../shared/peers bench/runs/creation_scale.sh
+#   PEERS_HARNESS=<the peers' harness: run_peers.sh, gloo_bench, mpi_bench> bench/runs/creation_scale.sh
 #
 # Per N (NS, default "8 64 256 1024") and round (ROUNDS, default 1), each peer runs:
 #   small: an 8 B all-reduce, 5 timed ops (gyre-bench -b 8 -e 8 -n 5; gloo_bench and

@@ -7,14 +7,6 @@
 namespace gyre {
 namespace {
 
-SocketAddress parseAddress(const std::string& text) {
-  auto colon = text.rfind(':');
-  if (colon == std::string::npos) fail(ErrorCode::kInternal, "malformed address '{}'", text);
-  std::string host = text.substr(0, colon);
-  if (!host.empty() && host.front() == '[') host = host.substr(1, host.size() - 2);
-  return SocketAddress::resolve(host, static_cast<uint16_t>(std::stoi(text.substr(colon + 1))));
-}
-
 template <typename T>
 std::vector<T> takeFrom(std::map<int, std::vector<T>>& from, int peer) {
   auto it = from.find(peer);
@@ -37,7 +29,7 @@ TcpLinks::TcpLinks(const std::string& host, int rank, int size, const TransportO
 }
 
 void TcpLinks::addSend(int peer, const std::string& address, int count) {
-  ep_.sendTo.emplace(peer, parseAddress(address));
+  ep_.sendTo.emplace(peer, SocketAddress::parse(address));
   if (count != ep_.channels) ep_.channelsOf[peer] = count;
 }
 
