@@ -461,18 +461,21 @@ def jsonl(path):
 def creation_cell(rows):
     """Median wall time of the ok launches (range when several), else the status."""
     ok = [r["wall_s"] for r in rows if r["status"] == "ok"]
+    words = {"low-memory": "stopped: host memory low", "timeout": "timed out"}
+    said = {words.get(r["status"], r["status"].replace("exit-", "failed, exit "))
+            for r in rows if r["status"] != "ok"}
     if ok:
         text = f"{statistics.median(ok):.1f} s"
         if len(ok) > 1:
             text += f" ({min(ok):.1f}-{max(ok):.1f})"
+        if said:  # a launch that did not finish is said beside those that did
+            text += f"; {len(rows) - len(ok)} of {len(rows)} {', '.join(sorted(said))}"
         return text
-    words = {"low-memory": "stopped: host memory low", "timeout": "timed out"}
-    said = {words.get(r["status"], r["status"].replace("exit-", "failed, exit ")) for r in rows}
     return ", ".join(sorted(said)) if rows else "not tried"
 
 
-def t_creation_scale():
-    rows = jsonl(f"{CREATION_FOLDER}/rows.jsonl")
+def creation_table(folder):
+    rows = jsonl(f"{folder}/rows.jsonl")
     header = ["ranks", "peer", "8 B x 5: wall", "1 MiB x 5: wall", "fds / threads / RSS a rank"]
     out = []
     for n in sorted({r["n"] for r in rows}):
@@ -490,7 +493,15 @@ def t_creation_scale():
                     max(r["rank_threads_max"] for r in sampled),
                     max(r["rank_rss_mib_max"] for r in sampled))
             out.append([str(n), label, creation_cell(small), creation_cell(big), held])
-    return header, out, [(CREATION_FOLDER, "rows.jsonl")]
+    return header, out, [(folder, "rows.jsonl")]
+
+
+def t_creation_scale():
+    return creation_table(CREATION_FOLDER)
+
+
+def t_creation_scale_4hosts():
+    return creation_table("creation_scale_4hosts")
 
 
 def t_join_scale():
@@ -514,7 +525,8 @@ def t_join_scale():
     return header, out, [(CREATION_FOLDER, "join_scale.jsonl")]
 
 
-SCALING_TABLES = {"creation_scale": t_creation_scale, "join_scale": t_join_scale}
+SCALING_TABLES = {"creation_scale": t_creation_scale, "creation_scale_4hosts": t_creation_scale_4hosts,
+                  "join_scale": t_join_scale}
 PAGES = {PAGE: TABLES, PYTORCH_PAGE: PYTORCH_TABLES, SCALING_PAGE: SCALING_TABLES}
 
 

@@ -23,6 +23,9 @@
 #   GLOO_MAX_N / MPI_MAX_N / GYRE_MAX_N   skip a peer above this N (default: none)
 #   OUT         results folder (default bench/results/creation_scale_1host)
 #   APPEND=1    add to the rows already there (meta.json lists each invocation)
+#   HOSTS       split each N over this many namespaced hosts (default 1: one host, no
+#               namespaces; root only), their links shaped to NETNS_RATE (default 2gbit)
+#               by tools/netns_hosts.sh; bench/runs/creation_scale_hosts.sh starts each peer
 # Output: $OUT/meta.json and $OUT/rows.jsonl (one object per launch: peer, n, run, round,
 # status, wall_s, and per sampled rank the largest fds, threads and RSS seen);
 # bench/runs/creation_scale_summary.py prints the table.
@@ -36,12 +39,23 @@ ROUNDS=${ROUNDS:-1}
 LAUNCH_TIMEOUT=${LAUNCH_TIMEOUT:-300}
 MIN_AVAIL_GIB=${MIN_AVAIL_GIB:-4}
 GYRE_BINS=${GYRE_BINS:-"gyre=build/bin"}
-OUT=${OUT:-bench/results/creation_scale_1host}
+export HOSTS=${HOSTS:-1}
+export NETNS_RATE=${NETNS_RATE:-2gbit}
+if ((HOSTS == 1)); then OUT=${OUT:-bench/results/creation_scale_1host}
+else OUT=${OUT:-bench/results/creation_scale_${HOSTS}hosts}
+fi
 mkdir -p "$OUT"
 ROWS=$OUT/rows.jsonl
 [[ ${APPEND:-0} == 1 ]] || : >"$ROWS"
 LOGS=$(mktemp -d)
 trap 'rm -rf "$LOGS"' EXIT
+if ((HOSTS > 1)); then
+  [[ $EUID -eq 0 ]] || { echo "creation_scale: HOSTS=$HOSTS needs root (ip netns, tc)" >&2; exit 2; }
+  source tools/netns_hosts.sh
+  trap 'netns_hosts_down "$HOSTS"; rm -rf "$LOGS"' EXIT
+  netns_hosts_up "$HOSTS" "$NETNS_RATE" || exit 2
+  export NETNS_TBF NETNS_TAG NETNS_NET
+fi
 
 declare -A GYRE_DIR
 gyre_labels=()
@@ -125,10 +139,10 @@ run_one() {
   read -r fds thr rss < <(awk 'BEGIN {f = t = r = 0} {if ($1 > f) f = $1; if ($2 > t) t = $2; if ($3 > r) r = $3}
     END {if (NR) printf "%d %d %.1f\n", f, t, r / 1024; else print "null null null"}' "$log.samples" 2>/dev/null || echo "null null null")
   python3 - "$peer" "$n" "$run" "$round" "$status" "$wall" "$fds" "$thr" "$rss" "$last" "$*" >>"$ROWS" <<'EOF'
-import json, sys
+import json, os, sys
 peer, n, run, rnd, status, wall, fds, thr, rss, last, cmd = sys.argv[1:]
 num = lambda s: None if s in ("null", "") else float(s)
-print(json.dumps({"peer": peer, "n": int(n), "run": run, "round": int(rnd), "status": status,
+print(json.dumps({"peer": peer, "n": int(n), "hosts": int(os.environ["HOSTS"]), "run": run, "round": int(rnd), "status": status,
                   "wall_s": num(wall), "rank_fds_max": num(fds), "rank_threads_max": num(thr),
                   "rank_rss_mib_max": num(rss), "said": last.strip(), "command": cmd}))
 EOF
@@ -139,6 +153,14 @@ EOF
 launch() {  # PEER N RUN ROUND
   local peer=$1 n=$2 run=$3 round=$4 b e
   if [[ $run == small ]]; then b=8 e=8; else b=1M e=1M; fi
+  if ((HOSTS > 1)); then
+    local max=${peer^^}_MAX_N dir=$BUILD prog=${peer}_bench
+    [[ $peer == gloo || $peer == mpi ]] || { max=GYRE_MAX_N dir=${GYRE_DIR[$peer]:?unknown peer $peer} prog=gyre-bench; }
+    [[ -n ${!max:-} && $n -gt ${!max} ]] && return
+    run_one "$peer" "$n" "$run" "$round" "$prog" bench/runs/creation_scale_hosts.sh "${peer/#gyre*/gyre}" \
+      "$dir" "$HOSTS" $((n / HOSTS)) "$b"
+    return
+  fi
   case $peer in
     gloo)
       [[ -n ${GLOO_MAX_N:-} && $n -gt $GLOO_MAX_N ]] && return
@@ -180,12 +202,14 @@ python3 - "$OUT/meta.json" "$started" "$load_before" "$(cut -d' ' -f1-3 /proc/lo
   "$NS" "$ROUNDS" "$LAUNCH_TIMEOUT" "$PEERS" "$GYRE_BINS" <<'EOF'
 import json, os, platform, subprocess, sys
 out, started, load0, load1, ns, rounds, limit, peers, bins = sys.argv[1:]
+hosts = int(os.environ["HOSTS"])
+hosts_env = "HOSTS=%d NETNS_RATE=%s " % (hosts, os.environ["NETNS_RATE"]) if hosts > 1 else ""
 def sh(*c):
     try: return subprocess.run(c, capture_output=True, text=True, timeout=10).stdout.strip()
     except Exception: return ""
 meta = {
-    "command": "PEERS_HARNESS=<peers' harness> NS='%s' ROUNDS=%s GYRE_BINS='%s' "
-               "bench/runs/creation_scale.sh" % (ns, rounds, bins),
+    "command": "PEERS_HARNESS=<peers' harness> NS='%s' ROUNDS=%s GYRE_BINS='%s' %s"
+               "bench/runs/creation_scale.sh" % (ns, rounds, bins, hosts_env),
     "commit": sh("git", "rev-parse", "--short", "HEAD"),
     "dirty": bool(sh("git", "status", "--porcelain", "--untracked-files=no")),
     "machine": "%d CPUs (%s), %.0f GiB, Linux %s" % (
@@ -197,6 +221,9 @@ meta = {
     "date": started, "load_before": load0, "load_after": load1,
     "ns": ns.split(), "rounds": int(rounds), "launch_timeout_s": int(limit), "peers": peers.split(),
     "gyre_bins": bins.split(),
+    "hosts": hosts,
+    "host_links": ("network namespaces on one bridge, each link tbf " + os.environ.get("NETNS_TBF", "")
+                   + " both directions") if hosts > 1 else "one host, no namespaces",
     "runs": {"small": "8 B all-reduce, 5 timed ops, 1 warm-up", "1mib": "1 MiB all-reduce, 5 timed ops"},
     "measures": {"wall_s": "launch to exit of the launcher (start, creation, the ops, exit)",
                  "rank_*_max": "largest value seen over 0.2 s samples of up to 3 ranks' /proc"},
@@ -205,7 +232,7 @@ meta = {
 }
 invocation = {k: meta.pop(k) for k in ("command", "commit", "dirty", "date", "load_before",
                                         "load_after", "ns", "rounds", "launch_timeout_s",
-                                        "peers", "gyre_bins")}
+                                        "peers", "gyre_bins", "hosts")}
 try:
     old = json.load(open(out)) if os.environ.get("APPEND") == "1" else None
 except Exception:
