@@ -321,10 +321,15 @@ LazyConnector::Answer LazyConnector::dial(int peer, const std::string& what,
   };
   Fd fd;
   try {
-    // A listener is there for the communicator's life: a refusal means the process is gone.
-    fd = connectWithRetry(SocketAddress::parse(address),
-                          std::min(deadline, Clock::now() + std::chrono::seconds(2)));
+    // A listener is there for the communicator's life: a refusal for 2 s means the process
+    // is gone. SYNs left unanswered (every rank dialing one listener at once) are waited for.
+    fd = connectWithRetry(SocketAddress::parse(address), deadline,
+                          Clock::now() + std::chrono::seconds(2));
   } catch (const Error& e) {
+    if (Clock::now() >= deadline)
+      throw Error(ErrorCode::kTimeout,
+                  named(fmt::format("which did not accept the connection within the timeout "
+                                    "(GYRE_TIMEOUT) ({})", e.what())));
     throw Error(ErrorCode::kRemoteError,
                 named(fmt::format("which refused the connection: its process is gone? ({})",
                                   e.what())));

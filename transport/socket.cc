@@ -144,7 +144,8 @@ int connectOnce(int fd, const SocketAddress& addr, Clock::time_point deadline) {
 
 }  // namespace
 
-Fd connectWithRetry(const SocketAddress& addr, Clock::time_point deadline) {
+Fd connectWithRetry(const SocketAddress& addr, Clock::time_point deadline,
+                    Clock::time_point refusedDeadline) {
   auto backoff = std::chrono::milliseconds(10);
   int lastErr = 0;
   for (;;) {
@@ -157,7 +158,7 @@ Fd connectWithRetry(const SocketAddress& addr, Clock::time_point deadline) {
                      lastErr == ECONNABORTED;
     if (!retryable) failSystem(lastErr, fmt::format("connect to {}", addr.toString()));
     auto now = Clock::now();
-    if (now >= deadline) break;
+    if (now >= deadline || (lastErr == ECONNREFUSED && now >= refusedDeadline)) break;
     std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
   }

@@ -73,7 +73,10 @@ Fd tryListenOn(const SocketAddress& addr, int* bindErrno, int backlog = 128);
 
 // Connects to `addr`, retrying with exponential backoff (10 ms .. 1 s) while the
 // peer is not listening yet, until `deadline`; then kTimeout naming the address.
-Fd connectWithRetry(const SocketAddress& addr, Clock::time_point deadline);
+// Refusals (nobody listening) are retried only until `refusedDeadline`; unanswered
+// SYNs (a full listen backlog, a busy host) keep being retried until `deadline`.
+Fd connectWithRetry(const SocketAddress& addr, Clock::time_point deadline,
+                    Clock::time_point refusedDeadline = Clock::time_point::max());
 
 // Accepts one connection, waiting at most until `deadline` (kTimeout).
 Fd acceptUntil(int listenFd, Clock::time_point deadline);
