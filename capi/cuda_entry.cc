@@ -124,7 +124,7 @@ gyreResult_t gyreCudaCommCreate(gyreComm_t* hostComm, int device, gyreCudaComm_t
     // failures leave it usable.
     int devices = 0;
     gyre::checkCudaCall(cudaGetDeviceCount(&devices), "cudaGetDeviceCount",
-                        "gyreCudaCommCreate", c.rank());
+                        "creating the device communicator", c.rank());
     if (device < -1 || device >= devices) {
       fail(ErrorCode::kInvalidArgument,
            "rank {}: device {} does not exist ({} CUDA devices; -1: the current one)", c.rank(),
@@ -132,8 +132,8 @@ gyreResult_t gyreCudaCommCreate(gyreComm_t* hostComm, int device, gyreCudaComm_t
     }
     if (device == -1) {
       int current = -1;
-      gyre::checkCudaCall(cudaGetDevice(&current), "cudaGetDevice", "gyreCudaCommCreate",
-                          c.rank());
+      gyre::checkCudaCall(cudaGetDevice(&current), "cudaGetDevice",
+                          "creating the device communicator", c.rank());
     }
     auto out = std::make_unique<gyreCudaComm>();
     gyre::CudaOptions options;
