@@ -59,6 +59,10 @@ gyreResult_t toResult(ErrorCode code) {
 
 Communicator& need(gyreComm* comm) {
   if (comm == nullptr) fail(ErrorCode::kInvalidArgument, "comm is NULL");
+  if (!comm->comm) {
+    fail(ErrorCode::kInvalidArgument, "comm was handed to gyreCudaCommCreate, which failed after "
+         "taking it over: only gyreCommDestroy applies to it");
+  }
   return *comm->comm;
 }
 

@@ -47,6 +47,33 @@ function(gyre_layers_below target out)
   set(${out} ${found} PARENT_SCOPE)
 endfunction()
 gyre_layers_below(gyre_ring GYRE_CORE_LAYERS)
+# What the C API adds to them: the cuda layers its device entry points run on (capi/
+# CMakeLists.txt; none without CUDA), linked into gyre_c's static and shared libraries.
+gyre_layers_below(gyre_c GYRE_C_LAYERS)
+list(REMOVE_ITEM GYRE_C_LAYERS ${GYRE_CORE_LAYERS} gyre_c)
+set(GYRE_C_DEPENDENCIES "")
+foreach(layer ${GYRE_C_LAYERS})
+  get_target_property(deps ${layer} LINK_LIBRARIES)
+  foreach(dep ${deps})
+    if(dep AND NOT dep MATCHES "^gyre" AND NOT dep IN_LIST GYRE_C_DEPENDENCIES)
+      list(APPEND GYRE_C_DEPENDENCIES ${dep})
+    endif()
+  endforeach()
+endforeach()
+# gyre::gyre_c's static libraries then need the toolkit's CUDA::cudart_static
+# (gyreConfig.cmake finds it).
+if("CUDA::cudart_static" IN_LIST GYRE_C_DEPENDENCIES)
+  set(GYRE_CONFIG_NEEDS_CUDA ON)
+  find_package(CUDAToolkit REQUIRED)  # its targets, here too (cuda_kernels/ found them)
+else()
+  set(GYRE_CONFIG_NEEDS_CUDA OFF)
+endif()
+# The fake runtime's headers (test builds) are the build tree's only.
+if(TARGET gyre_fake_cudart AND gyre_fake_cudart IN_LIST GYRE_C_LAYERS)
+  get_target_property(fake_includes gyre_fake_cudart INTERFACE_INCLUDE_DIRECTORIES)
+  set_target_properties(gyre_fake_cudart PROPERTIES
+                        INTERFACE_INCLUDE_DIRECTORIES "$<BUILD_INTERFACE:${fake_includes}>")
+endif()
 # 0.x releases promise nothing between minor versions, so the SONAME carries the minor
 # version until 1.0 (libgyre.so.0.2), then only the major one.
 if(PROJECT_VERSION_MAJOR EQUAL 0)
@@ -56,7 +83,7 @@ else()
 endif()
 set(GYRE_INSTALL_INCLUDEDIR ${CMAKE_INSTALL_INCLUDEDIR}/gyre)
 
-foreach(layer ${GYRE_CORE_LAYERS} gyre_ddp gyre_c)
+foreach(layer ${GYRE_CORE_LAYERS} ${GYRE_C_LAYERS} gyre_ddp gyre_c)
   set_target_properties(${layer} PROPERTIES CXX_VISIBILITY_PRESET hidden
                                             VISIBILITY_INLINES_HIDDEN ON)
 endforeach()
@@ -107,14 +134,20 @@ function(gyre_shared_library name output)
   add_library(gyre::${name} ALIAS ${name})
 endfunction()
 
-set(GYRE_INSTALL_TARGETS ${GYRE_CORE_LAYERS} gyre gyre_ddp gyre_c)
+set(GYRE_INSTALL_TARGETS ${GYRE_CORE_LAYERS} ${GYRE_C_LAYERS} gyre gyre_ddp gyre_c)
 if(GYRE_BUILD_SHARED)
   gyre_shared_library(gyre_shared gyre LAYERS ${GYRE_CORE_LAYERS}
                       VERSION_SCRIPT ${PROJECT_SOURCE_DIR}/cmake/libgyre.map)
   # The C++ API's GYRE_API symbols are in these objects too; the version script keeps
   # libgyre_c.so's table to the C functions (C++ names are mangled: _Z...).
-  gyre_shared_library(gyre_c_shared gyre_c LAYERS ${GYRE_CORE_LAYERS} gyre_c
+  gyre_shared_library(gyre_c_shared gyre_c LAYERS ${GYRE_CORE_LAYERS} ${GYRE_C_LAYERS} gyre_c
                       VERSION_SCRIPT ${PROJECT_SOURCE_DIR}/cmake/libgyre_c.map)
+  # The CUDA runtime inside it, never in its table: a process that loads it beside a real
+  # libcudart.so (torch's) must not have that one's cuda* functions resolved to ours (the
+  # fake runtime's in test builds). With a toolkit the runtime is CUDA::cudart_static
+  # (cuda_kernels/CMakeLists.txt), so the library needs no libcudart.so to load.
+  target_link_libraries(gyre_c_shared PRIVATE ${GYRE_C_DEPENDENCIES})
+  target_link_options(gyre_c_shared PRIVATE -Wl,--exclude-libs,ALL)
   list(APPEND GYRE_INSTALL_TARGETS gyre_shared gyre_c_shared)
 endif()
 

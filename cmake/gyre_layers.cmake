@@ -11,8 +11,10 @@
 #   transport, host_kernels <- collectives
 #   collectives, store <- ring (the communicator; what gyre::gyre is)
 #   collectives <- sim (the simulator, beside ring; with Boost.Context)
-#   ring <- ddp;  ring <- c (the C API: folder capi/, target gyre_c)
-#   ring, cuda_kernels <- cuda (folder cuda/: all-reduce on device buffers)
+#   ring <- ddp
+#   ring, cuda_kernels <- cuda (folder cuda/: the collectives on device buffers)
+#   ring, cuda <- c (the C API: folder capi/, target gyre_c; cuda only where the build has
+#                    it: the real runtime, else the fake one; capi/CMakeLists.txt)
 #
 # Usage: gyre_layer(NAME FOLDERS f1 [f2...] BELOW l1 [l2...] SOURCES s1 [s2...])
 #   FOLDERS: the source folders this layer owns; BELOW: the layers it may use (their

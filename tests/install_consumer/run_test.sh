@@ -40,7 +40,7 @@ so=$(find "$prefix" -name libgyre.so -print -quit)
 libdir=$(dirname "$so")
 for f in include/gyre/ring/communicator.h include/gyre/ring/spawn.h include/gyre/store/tcp_store.h \
          include/gyre/base/export.h include/gyre/base/version.h include/gyre/ddp/grad_sync.h \
-         include/gyre/capi/gyre.h bin/gyrerun bin/gyre-store share/doc/gyre/LICENSE; do
+         include/gyre/capi/gyre.h include/gyre/capi/gyre_cuda.h bin/gyrerun bin/gyre-store share/doc/gyre/LICENSE; do
   [ -e "$prefix/$f" ] || fail "$f was not installed"
 done
 for f in libgyre_base.a libgyre_ring.a libgyre_ddp.a libgyre_c.a libgyre_c.so cmake/gyre/gyreConfig.cmake \
@@ -65,9 +65,12 @@ echo "libgyre.so: SONAME $soname, $(wc -l <<<"$exports") symbols, all in the pub
 c_exports=$(nm -D --defined-only "$libdir/libgyre_c.so" | awk '{print $3}')
 c_stray=$(grep -Ev '^gyre[A-Z][A-Za-z]*$' <<<"$c_exports" || true)
 [ -z "$c_stray" ] || fail "libgyre_c.so exports more than the C API:"$'\n'"$c_stray"
-for f in gyreAllReduce gyreGetVersion; do
+for f in gyreAllReduce gyreGetVersion gyreCudaCommCreate gyreCudaAllReduce; do
   grep -qx $f <<<"$c_exports" || fail "libgyre_c.so lacks $f"
 done
+# The CUDA runtime it carries (static, hidden) must not make it need libcudart.so.
+! readelf -d "$libdir/libgyre_c.so" | grep -q 'NEEDED.*libcudart' ||
+  fail "libgyre_c.so needs libcudart.so: $(readelf -d "$libdir/libgyre_c.so" | grep NEEDED)"
 echo "libgyre_c.so: $(wc -l <<<"$c_exports") symbols, all gyre* C functions"
 
 step "find_package(gyre) consumer"
