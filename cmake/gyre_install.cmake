@@ -68,12 +68,6 @@ if("CUDA::cudart_static" IN_LIST GYRE_C_DEPENDENCIES)
 else()
   set(GYRE_CONFIG_NEEDS_CUDA OFF)
 endif()
-# The fake runtime's headers (test builds) are the build tree's only.
-if(TARGET gyre_fake_cudart AND gyre_fake_cudart IN_LIST GYRE_C_LAYERS)
-  get_target_property(fake_includes gyre_fake_cudart INTERFACE_INCLUDE_DIRECTORIES)
-  set_target_properties(gyre_fake_cudart PROPERTIES
-                        INTERFACE_INCLUDE_DIRECTORIES "$<BUILD_INTERFACE:${fake_includes}>")
-endif()
 # 0.x releases promise nothing between minor versions, so the SONAME carries the minor
 # version until 1.0 (libgyre.so.0.2), then only the major one.
 if(PROJECT_VERSION_MAJOR EQUAL 0)
@@ -143,8 +137,7 @@ if(GYRE_BUILD_SHARED)
   gyre_shared_library(gyre_c_shared gyre_c LAYERS ${GYRE_CORE_LAYERS} ${GYRE_C_LAYERS} gyre_c
                       VERSION_SCRIPT ${PROJECT_SOURCE_DIR}/cmake/libgyre_c.map)
   # The CUDA runtime inside it, never in its table: a process that loads it beside a real
-  # libcudart.so (torch's) must not have that one's cuda* functions resolved to ours (the
-  # fake runtime's in test builds). With a toolkit the runtime is CUDA::cudart_static
+  # libcudart.so (torch's) must not have that one's cuda* functions resolved to ours. With a toolkit the runtime is CUDA::cudart_static
   # (cuda_kernels/CMakeLists.txt), so the library needs no libcudart.so to load.
   target_link_libraries(gyre_c_shared PRIVATE ${GYRE_C_DEPENDENCIES})
   target_link_options(gyre_c_shared PRIVATE -Wl,--exclude-libs,ALL)

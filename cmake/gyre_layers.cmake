@@ -13,8 +13,8 @@
 #   collectives <- sim (the simulator, beside ring; with Boost.Context)
 #   ring <- ddp
 #   ring, cuda_kernels <- cuda (folder cuda/: the collectives on device buffers)
-#   ring, cuda <- c (the C API: folder capi/, target gyre_c; cuda only where the build has
-#                    it: the real runtime, else the fake one; capi/CMakeLists.txt)
+#   ring, cuda <- c (the C API: folder capi/, target gyre_c; cuda only with a CUDA
+#                    toolkit; test builds add c_fake over the fake runtime: capi/CMakeLists.txt)
 #
 # Usage: gyre_layer(NAME FOLDERS f1 [f2...] BELOW l1 [l2...] SOURCES s1 [s2...])
 #   FOLDERS: the source folders this layer owns; BELOW: the layers it may use (their
