@@ -236,6 +236,9 @@ int main(int argc, char** argv) {
     auto comm = Communicator::fromEnvironment();
     gRank = comm->rank();
     const int created = entriesIn("/proc/self/fd") - fds0;
+    // No rank dials another before every rank has counted (the barrier uses only pipes
+    // creation made): a dial that arrived first would be counted as creation's.
+    comm->barrier();
     std::string line = fmt::format("lazy_scale rank {}: size={} created_fds={} create_s={:.2f}",
                                    gRank, comm->size(), created, since(t0));
     // Before any operation: creation must not have connected the full mesh.

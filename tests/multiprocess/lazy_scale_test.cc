@@ -103,7 +103,7 @@ struct Job {
     }
     return m;
   }
-  // gyrerun's line naming the first rank that failed, that rank's own lines, the end.
+  // gyrerun's line naming the first rank that failed, that rank's lines, the end.
   std::string tail() const {
     std::string first, own;
     int rank = -1;
@@ -120,7 +120,16 @@ struct Job {
       std::istringstream again(err);
       const std::string tag = fmt::format("[rank {}] ", rank);
       for (std::string line; std::getline(again, line);) {
-        if (line.compare(0, tag.size(), tag) == 0) own += line.substr(0, 2000) + "\n";
+        // Its own lines, every acceptor's refusals (the other side of a failed dial) and
+        // the checks' own failures on any rank (a rank that failed first may be named
+        // after one that failed because of it).
+        const bool check = line.find("] rank ") != std::string::npos &&
+                           line.find("[gyre rank") == std::string::npos &&
+                           line.find(" failed: rank ") == std::string::npos;
+        if (line.compare(0, tag.size(), tag) == 0 || check ||
+            line.find("a connection on first use failed") != std::string::npos) {
+          own += line.substr(0, 2000) + "\n";
+        }
       }
     }
     return fmt::format("{}\n{}...\n{}", first, own,
