@@ -19,7 +19,7 @@ std::vector<T> takeFrom(std::map<int, std::vector<T>>& from, int peer) {
 }  // namespace
 
 TcpLinks::TcpLinks(const std::string& host, int rank, int size, const TransportOptions& options)
-    : listener_(listenOn(SocketAddress::resolve(host, 0))) {
+    : listener_(listenOn(SocketAddress::resolve(host, 0), SOMAXCONN)) {  // every rank may dial it at once (all-to-all)
   if (!options.tcpCongestion.empty()) setCongestionControl(listener_.get(), options.tcpCongestion);
   address_ = SocketAddress::ofSocket(listener_.get()).toString();
   ep_.self = rank;
