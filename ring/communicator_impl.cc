@@ -261,9 +261,11 @@ void Communicator::Impl::run(CollectiveCall call, const void* sendbuf, void* rec
     if (size_ == 1) return runSingle(call, sendbuf, recvbuf, blocks);
     connectFor_ = call;
     if (lazy_ && (call.kind == CollectiveKind::kAllToAll || call.kind == CollectiveKind::kAllToAllv)) {
-      // Every pair, in ascending order, before a byte moves.
-      for (int p = 0; p < size_; ++p) {
-        if (p != rank_ && !peerPipes_.send.count(p)) peerPipes_.connect(p);
+      // Every pair before a byte moves, rank + 1 first: in each step the ranks dial distinct
+      // peers, where ascending order would queue every rank at rank 0's acceptor.
+      for (int k = 1; k < size_; ++k) {
+        int p = (rank_ + k) % size_;
+        if (!peerPipes_.send.count(p)) peerPipes_.connect(p);
       }
     }
     runSchedule(
