@@ -220,10 +220,6 @@ class GyreBackend : public BackendBase {
   // Throws naming the call when a gyre device call failed at issue.
   void checkDevice(gyreResult_t result, const std::string& what, const DeviceComm& comm) const;
 
-  std::shared_ptr<DeviceComm> device_;  // the group's, once a CUDA collective ran
-  std::map<int, std::shared_ptr<DeviceComm>> pairs_;  // by peer
-  // Held while device_ or pairs_ change (with issue_) and by abortNow (without it).
-  std::mutex deviceMu_;
 #endif
 
   // With issue_ held: runs the send/recv held back since startCoalescing.
@@ -242,9 +238,6 @@ class GyreBackend : public BackendBase {
 
   const c10::intrusive_ptr<c10d::Store> store_;
   const std::chrono::milliseconds timeout_;
-  std::string routeHost_;    // the host communicators' route host ("" : none)
-  std::string storePrefix_ = "gyre_cuda/";
-  uint64_t shrinks_ = 0;     // backends shrunk from this one (their store prefixes)
   std::shared_ptr<CommHandle> comm_;
   std::shared_ptr<Completer> completer_;
   std::mutex issue_;
@@ -260,6 +253,18 @@ class GyreBackend : public BackendBase {
   // and cuda) with the same store until one returns a backend: a rank outside the new
   // group would call gyreCommSplit again, alone. The store of its last such call.
   c10::intrusive_ptr<c10d::Store> outsideSplitStore_;
+#endif
+  // Last, after the members above: torch's shrink_group registers a shrunk backend as
+  // GLOO, and DDP's logger then reads it as a ProcessGroupGloo (its thread count), so the
+  // layout of the members above is left as it was.
+  std::string routeHost_;  // the host communicators' route host ("": none)
+  std::string storePrefix_ = "gyre_cuda/";
+  uint64_t shrinks_ = 0;  // backends shrunk from this one (their store prefixes)
+#if GYRE_TORCH_DEVICE_PATH
+  std::shared_ptr<DeviceComm> device_;  // the group's, once a CUDA collective ran
+  std::map<int, std::shared_ptr<DeviceComm>> pairs_;  // by peer
+  // Held while device_ or pairs_ change (with issue_) and by abortNow (without it).
+  std::mutex deviceMu_;
 #endif
 };
 
