@@ -6,7 +6,10 @@
 #   tools/gpu_check.sh --prepare   on a machine with nvcc (no GPU needed): builds
 #                                  build-gpu/ (Release, sm_90, no verbs) and packs the
 #                                  programs the run needs, with libfmt, into
-#                                  build-gpu/pack (a few MiB)
+#                                  build-gpu/pack (a few MiB); where a CUDA build of torch
+#                                  is at hand (GYRE_TORCH_PYTHON, default the PyPI venv
+#                                  ~/.cache/gyre/venv-torch2), gyre_torch with the device
+#                                  path too (build-gpu/pack/py, for that torch version)
 #   tools/gpu_check.sh             on the GPU machine: runs build-gpu/pack's programs when
 #                                  they start there, else builds in /tmp/gyre-gpu-build
 #                                  (needs cmake, ninja, fmt, GTest, Google Benchmark)
@@ -26,6 +29,9 @@
 #   test_collectives cuda_collectives_test: all-to-all(v), send/recv, sendRecv and barrier
 #                  on device buffers on both paths (CUDA IPC, and staged), 2-4 ranks on
 #                  GPU 0, byte for byte vs the host collectives
+#   torch_device   python/tests/cuda_device_path_test.py: gyre_torch's device path for CUDA
+#                  tensors, 2 and 4 ranks on GPU 0, against gloo on CPU (the pack's
+#                  gyre_torch when its torch is python3's, else torch_build builds it there)
 #   bench_reduce   float32/bfloat16 sum at 256 MiB vs cudaMemcpy D2D (2 reads + 1 write)
 #   bench_device   gyrerun -n 4 cuda_allreduce_bench 64 MiB: host vs device buffers
 #                  staged through the host (GYRE_CUDA_IPC=0), slices 1M/4M/16M, enqueue
@@ -66,10 +72,19 @@ if [ "${1:-}" = "--prepare" ]; then
   # Shared libraries the GPU machine's image may lack (libfmt); the rest is glibc/libstdc++.
   ldd "$PACK"/bin/* | awk '/libfmt/ {print $3}' | sort -u | xargs -r -I{} cp -L {} "$PACK/lib/"
   source_digest >"$PACK/SOURCES"
+  # gyre_torch with the device path, against the CUDA torch at hand (its own CMake build).
+  tpy=${GYRE_TORCH_PYTHON:-$HOME/.cache/gyre/venv-torch2/bin/python}
+  if [ -x "$tpy" ] && "$tpy" -c 'import torch, sys; sys.exit(not torch.version.cuda)' 2>/dev/null; then
+    (cd "$ROOT/python" && GYRE_TORCH_CUDA=1 GYRE_CMAKE_BUILD_DIR=$ROOT/build-gpu/torch-cmake \
+       "$tpy" setup.py -q build --build-base "$ROOT/build-gpu/torch" >"$ROOT/build-gpu/torch.log" 2>&1) ||
+      { tail -20 "$ROOT/build-gpu/torch.log"; echo "building gyre_torch failed"; exit 1; }
+    mkdir -p "$PACK/py" && cp -r "$ROOT"/build-gpu/torch/lib.*/gyre_torch "$PACK/py/"
+    echo "gyre_torch for torch $("$tpy" -c 'import torch; print(torch.__version__)') in $PACK/py"
+  fi
   echo "packed $(du -sh "$PACK" | cut -f1) into $PACK (sources $(cat "$PACK/SOURCES")); carry build-gpu/pack"
   exit 0
 fi
-if [ $# -gt 0 ]; then sed -n '3,44p' "$0"; exit 2; fi
+if [ $# -gt 0 ]; then sed -n '3,50p' "$0"; exit 2; fi
 
 OUTDIR=${OUT:-/tmp/gyre-gpu-check}
 mkdir -p "$OUTDIR"
@@ -168,6 +183,17 @@ if [ -n "$BIN" ]; then
   step test_ipc 60 "$BIN/cuda_ipc_test" --gtest_color=no
   step test_ipc_allreduce 150 "$BIN/cuda_ipc_allreduce_test" --gtest_color=no
   step test_collectives 150 "$BIN/cuda_collectives_test" --gtest_color=no
+fi
+# gyre_torch's device path: the pack's build where python3's torch is the one it was built
+# against (gyre_torch refuses another at import), else built here first.
+TORCH_PY=$PACK/py
+if ! PYTHONPATH=$TORCH_PY python3 -c 'import gyre_torch, sys; sys.exit(not gyre_torch._C.device_path)' >/dev/null 2>&1; then
+  TORCH_PY=$(echo /tmp/gyre-torch-build/lib.*)
+  step torch_build 240 env -C "$ROOT/python" GYRE_TORCH_CUDA=1 GYRE_CMAKE_BUILD_DIR=/tmp/gyre-torch-cmake \
+    python3 setup.py -q build --build-base /tmp/gyre-torch-build && TORCH_PY=$(echo /tmp/gyre-torch-build/lib.*)
+fi
+step torch_device 180 env PYTHONPATH="$TORCH_PY" python3 "$ROOT/python/tests/cuda_device_path_test.py" --world 2,4
+if [ -n "$BIN" ]; then
   step bench_reduce 60 "$BIN/cuda_reduce_bench" --bytes 256M --iters 20 --warmup 3
   step bench_device 120 env GYRE_CUDA_IPC=0 "$BIN/gyrerun" -n 4 "$BIN/cuda_allreduce_bench" \
     --bytes 64M --iters 20 --warmup 5 --slices 1M,4M,16M --slots 4

@@ -96,8 +96,9 @@ def register():
     if "GYRE" in getattr(backend, "_plugins", {}):
         return
     if _C.torch_version_major >= 2:
-        # CUDA tensors are staged through host memory (docs/pytorch.md, "What the backend
-        # does").
+        # CUDA tensors run on gyre's device path where the extension was built with it
+        # (_C.device_path), else they are staged through host memory (docs/pytorch.md,
+        # "CUDA tensors").
         backend.register_backend(BACKEND_NAME, _create, devices=["cpu", "cuda"])
     else:
         backend.register_backend(BACKEND_NAME, _create)

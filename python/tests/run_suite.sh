@@ -14,7 +14,9 @@
 # style_suite (torch's DTensor/TP/FSDP2/pipelining test files from the pytorch checkout in
 # GYRE_PYTORCH_SRC, default ~/.cache/gyre/pytorch-src, the expected-pass lists of
 # torch_style_suite/; 77 where that checkout or expecttest is missing),
-# surface (surface_test: the Backend methods beyond the plain collectives, against gloo).
+# surface (surface_test: the Backend methods beyond the plain collectives, against gloo),
+# cuda (cuda_device_path_test: the device path for CUDA tensors against gloo on CPU, world
+# 2 and 4 on one GPU; 77 without a GPU, on torch < 2.6, or built without the device path).
 # Exit 77 (ctest: skipped) with the reason when that torch line is not installed.
 set -euo pipefail
 line=$1 out=$2 gyrerun=${3:-} what=${4:-backend}
@@ -44,6 +46,10 @@ if [ "$line" = debian ] && [ "$what" = recovery ]; then
 fi
 if [ "$line" = debian ] && [ "$what" = styles ]; then
   echo "SKIPPED: torch_styles_debian: FSDP2, DTensor, tensor and pipeline parallelism need torch >= 2.6; Debian's is $("$py" -c 'import torch; print(torch.__version__)')"
+  exit 77
+fi
+if [ "$line" = debian ] && [ "$what" = cuda ]; then
+  echo "SKIPPED: torch_cuda_device_debian: the device path needs a CUDA build of torch >= 2.6; Debian's is $("$py" -c 'import torch; print(torch.__version__)') (CPU only)"
   exit 77
 fi
 mkdir -p "$out"
@@ -85,5 +91,6 @@ case $what in
       --src "${GYRE_PYTORCH_SRC:-$HOME/.cache/gyre/pytorch-src}" \
       --expect "$here/torch_style_suite" --json "$out/style_suite.json" ;;
   surface) "$py" "$here/surface_test.py" --world 2,4 ;;
+  cuda) "$py" "$here/cuda_device_path_test.py" --world 2,4 ;;
   *) echo "run_suite.sh: unknown WHAT '$what'" >&2; exit 2 ;;
 esac

@@ -13,7 +13,7 @@ namespace gyre_torch {
 
 GyreBackend::GyreBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                          std::chrono::milliseconds timeout, const std::string& routeHost)
-    : BackendBase(rank, size), store_(store), timeout_(timeout) {
+    : BackendBase(rank, size), store_(store), timeout_(timeout), routeHost_(routeHost) {
   gyreStore_t callbacks = makeStoreCallbacks(store);
   gyreComm_t comm = nullptr;
   gyreResult_t result = gyreCommInitWithStore(&comm, &callbacks, size, rank, timeout.count(),
@@ -41,8 +41,11 @@ int sizeOf(gyreComm_t comm) {
 }  // namespace
 
 GyreBackend::GyreBackend(const c10::intrusive_ptr<c10d::Store>& store, gyreComm_t comm,
-                         std::chrono::milliseconds timeout)
-    : BackendBase(rankOf(comm), sizeOf(comm)), store_(store), timeout_(timeout) {
+                         std::chrono::milliseconds timeout, std::string storePrefix)
+    : BackendBase(rankOf(comm), sizeOf(comm)),
+      store_(store),
+      timeout_(timeout),
+      storePrefix_(std::move(storePrefix)) {
   comm_ = std::make_shared<CommHandle>(comm);
   completer_ = std::make_shared<Completer>(comm_);
 }
@@ -55,7 +58,16 @@ int GyreBackend::failedRank() const {
 
 std::string GyreBackend::lastError() const { return gyreGetLastError(comm_->comm); }
 
-void GyreBackend::abortNow() { gyreCommAbort(comm_->comm); }
+void GyreBackend::abortNow() {
+  gyreCommAbort(comm_->comm);
+#if GYRE_TORCH_DEVICE_PATH
+  // Without issue_: abort must not wait behind a call that is stuck issuing. The device
+  // communicators are only ever added, and live as long as the backend.
+  std::lock_guard<std::mutex> lock(deviceMu_);
+  if (device_) gyreCudaCommAbort(device_->comm);
+  for (auto& [peer, pair] : pairs_) gyreCudaCommAbort(pair->comm);
+#endif
+}
 
 #if GYRE_TORCH_HAS_SHRINK
 c10::intrusive_ptr<c10d::Backend> GyreBackend::shrink(
@@ -75,7 +87,9 @@ c10::intrusive_ptr<c10d::Backend> GyreBackend::shrink(
     throw std::runtime_error("gyre backend, rank " + std::to_string(rank_) +
                              ": shrink_group failed: " + gyreGetLastError(nullptr));
   }
-  return c10::make_intrusive<GyreBackend>(store_, small, timeout_);
+  // Its device communicators bootstrap through the same store under a prefix of their own.
+  return c10::make_intrusive<GyreBackend>(
+      store_, small, timeout_, storePrefix_ + "shrink" + std::to_string(shrinks_++) + "/");
 }
 #endif
 
@@ -137,6 +151,9 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::allreduce(std::vector<at::Tensor>& t
                                                       const c10d::AllreduceOptions& opts) {
   std::lock_guard<std::mutex> lock(issue_);
   at::Tensor tensor = single(tensors, "all_reduce");
+#if GYRE_TORCH_DEVICE_PATH
+  if (onDevice(tensor)) return deviceAllreduce(tensor, opts.reduceOp);
+#endif
   const std::string what = describe("all_reduce", tensor);
   std::optional<NativeReduction> native =
       nativeReduction(tensor.scalar_type(), opts.reduceOp.op_);
@@ -200,6 +217,9 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::reduce(std::vector<at::Tensor>& tens
                                                    const c10d::ReduceOptions& opts) {
   std::lock_guard<std::mutex> lock(issue_);
   at::Tensor tensor = single(tensors, "reduce");
+#if GYRE_TORCH_DEVICE_PATH
+  if (onDevice(tensor)) return deviceReduce(tensor, opts.reduceOp, static_cast<int>(opts.rootRank));
+#endif
   const std::string what = describe("reduce", tensor) + " to root " +
                            std::to_string(opts.rootRank);
   const bool root = opts.rootRank == rank_;
@@ -235,6 +255,9 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::broadcast(std::vector<at::Tensor>& t
                                                       const c10d::BroadcastOptions& opts) {
   std::lock_guard<std::mutex> lock(issue_);
   at::Tensor tensor = single(tensors, "broadcast");
+#if GYRE_TORCH_DEVICE_PATH
+  if (onDevice(tensor)) return deviceBroadcast(tensor, static_cast<int>(opts.rootRank));
+#endif
   const std::string what =
       describe("broadcast", tensor) + " from root " + std::to_string(opts.rootRank);
   at::Tensor buffer = hostContiguous(tensor);
@@ -254,6 +277,11 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::broadcast(std::vector<at::Tensor>& t
 
 c10::intrusive_ptr<c10d::Work> GyreBackend::barrier(const c10d::BarrierOptions&) {
   std::lock_guard<std::mutex> lock(issue_);
+#if GYRE_TORCH_DEVICE_PATH
+  // A group that has run CUDA collectives: the device barrier on the current stream (as
+  // ProcessGroupNCCL's, whose barrier is a device all-reduce); its wait blocks the host.
+  if (device_ && !coalescing_) return deviceBarrier();
+#endif
   auto work = newWork(c10d::OpType::BARRIER, "barrier");
   issue(*work, "barrier",
         [&](gyreComm_t comm, gyreRequest_t* request) { return gyreBarrierAsync(comm, request); });

@@ -11,6 +11,13 @@
 //   run one at a time in issue order on gyre's worker thread. Tensors gyre cannot use in
 //   place (non-contiguous, on another device, complex, bool, PREMUL_SUM's scaled input,
 //   lists) are staged in a contiguous host copy and copied back when the Work finishes.
+// - CUDA tensors, where the device path is built (GYRE_TORCH_DEVICE_PATH): the
+//   collectives of gyre_backend_device.cpp run on the device, enqueued on the tensors'
+//   current stream (device_work.h), through a device communicator the group makes on its
+//   first CUDA collective (collective, as NCCL's lazy init), from a second gyre
+//   communicator bootstrapped through the group's store under its own prefix. send/recv
+//   use one per pair of ranks, made on the pair's first CUDA send/recv. CPU tensors stay
+//   on the host communicator; the calls not mapped there are staged as above.
 // - Reductions gyre does not have (BAND, BOR, BXOR, and dtypes without a gyre type such
 //   as int16) run as an all-gather plus the same local reduction on every rank: exact
 //   and identical everywhere, at world-size times the memory.
@@ -23,6 +30,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -30,6 +38,7 @@
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include "device_work.h"
 #include "gyre_work.h"
 #include "torch_compat.h"
 
@@ -41,8 +50,10 @@ class GyreBackend : public BackendBase {
   GyreBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
               std::chrono::milliseconds timeout, const std::string& routeHost);
   // Over a communicator made already (shrink's): takes it.
+  // storePrefix: where in `store` its device communicators bootstrap (the parent's plus
+  // a part of its own: a shrunk backend shares its parent's store).
   GyreBackend(const c10::intrusive_ptr<c10d::Store>& store, gyreComm_t comm,
-              std::chrono::milliseconds timeout);
+              std::chrono::milliseconds timeout, std::string storePrefix = "gyre_cuda/");
   ~GyreBackend() override;
 
   // The rank the first failure named as its cause, or -1 (gyreCommGetFailedRank).
@@ -176,6 +187,41 @@ class GyreBackend : public BackendBase {
                                              const at::Tensor& recv,
                                              std::vector<size_t> recvCounts);
 
+#if GYRE_TORCH_DEVICE_PATH
+  // With issue_ held: whether `t` runs on the device path (a CUDA tensor outside a
+  // coalescing batch, which stages its members through the host).
+  bool onDevice(const at::Tensor& t) const { return t.is_cuda() && !coalescing_; }
+  // With issue_ held: the group's device communicator, made on first use (collective)
+  // on t's device; throws when t is on another device than the one it was made on.
+  std::shared_ptr<DeviceComm> groupDevice(const at::Tensor& t, const std::string& what);
+  // The device communicator of this rank and `peer` (send/recv), made on first use.
+  std::shared_ptr<DeviceComm> pairDevice(const at::Tensor& t, int peer, const std::string& what);
+  // A device communicator over a new host communicator of `size` ranks bootstrapped
+  // through the store under storePrefix_ + part.
+  std::shared_ptr<DeviceComm> makeDevice(const std::string& part, int size, int rank,
+                                         const at::Tensor& t, const std::string& name,
+                                         const std::string& what);
+  // The collectives on the device (gyre_backend_device.cpp), with issue_ held.
+  c10::intrusive_ptr<c10d::Work> deviceAllreduce(at::Tensor& tensor, const c10d::ReduceOp& op);
+  c10::intrusive_ptr<c10d::Work> deviceReduce(at::Tensor& tensor, const c10d::ReduceOp& op,
+                                              int root);
+  c10::intrusive_ptr<c10d::Work> deviceBroadcast(at::Tensor& tensor, int root);
+  c10::intrusive_ptr<c10d::Work> deviceAllgather(std::vector<at::Tensor>& outputs,
+                                                 const at::Tensor& input);
+  c10::intrusive_ptr<c10d::Work> deviceAllgatherBase(at::Tensor& output, const at::Tensor& input);
+  c10::intrusive_ptr<c10d::Work> deviceReduceScatter(at::Tensor& output, const at::Tensor& input,
+                                                     const c10d::ReduceOp& op,
+                                                     c10d::OpType type);
+  c10::intrusive_ptr<c10d::Work> deviceAlltoall(at::Tensor& output, const at::Tensor& input,
+                                                const std::vector<size_t>& sendCounts,
+                                                const std::vector<size_t>& recvCounts);
+  c10::intrusive_ptr<c10d::Work> deviceSendRecv(at::Tensor& tensor, int peer, bool send, int tag);
+  c10::intrusive_ptr<c10d::Work> deviceBarrier();
+  // Throws naming the call when a gyre device call failed at issue.
+  void checkDevice(gyreResult_t result, const std::string& what, const DeviceComm& comm) const;
+
+#endif
+
   // With issue_ held: runs the send/recv held back since startCoalescing.
   void runHeldPointToPoint();
   // A send or recv held back in a batch: its message buffer (the int64 tag, then the
@@ -207,6 +253,18 @@ class GyreBackend : public BackendBase {
   // and cuda) with the same store until one returns a backend: a rank outside the new
   // group would call gyreCommSplit again, alone. The store of its last such call.
   c10::intrusive_ptr<c10d::Store> outsideSplitStore_;
+#endif
+  // Last, after the members above: torch's shrink_group registers a shrunk backend as
+  // GLOO, and DDP's logger then reads it as a ProcessGroupGloo (its thread count), so the
+  // layout of the members above is left as it was.
+  std::string routeHost_;  // the host communicators' route host ("": none)
+  std::string storePrefix_ = "gyre_cuda/";
+  uint64_t shrinks_ = 0;  // backends shrunk from this one (their store prefixes)
+#if GYRE_TORCH_DEVICE_PATH
+  std::shared_ptr<DeviceComm> device_;  // the group's, once a CUDA collective ran
+  std::map<int, std::shared_ptr<DeviceComm>> pairs_;  // by peer
+  // Held while device_ or pairs_ change (with issue_) and by abortNow (without it).
+  std::mutex deviceMu_;
 #endif
 };
 

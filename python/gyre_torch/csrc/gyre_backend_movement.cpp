@@ -43,11 +43,18 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions&) {
   std::lock_guard<std::mutex> lock(issue_);
-  at::Tensor input = hostContiguous(single(inputs, "all_gather"));
+  at::Tensor input = single(inputs, "all_gather");
   if (outputs.size() != 1) throw std::invalid_argument("gyre: all_gather takes one output list");
   std::vector<at::Tensor> outs = outputs.front();
   checkCount(outs, size_, "all_gather");
   for (int r = 0; r < size_; ++r) checkSameBytes(input, outs[r], "all_gather", r);
+#if GYRE_TORCH_DEVICE_PATH
+  if (onDevice(input) &&
+      std::all_of(outs.begin(), outs.end(), [](const at::Tensor& t) { return t.is_cuda(); })) {
+    return deviceAllgather(outs, input);
+  }
+#endif
+  input = hostContiguous(input);
   const std::string what = describe("all_gather", input);
   at::Tensor gathered = at::empty({size_, input.numel()}, input.options());
   auto work = newWork(c10d::OpType::ALLGATHER, what);
@@ -122,6 +129,9 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::_allgather_base(at::Tensor& output,
                                 std::to_string(size_) + ") x the input's " +
                                 std::to_string(input.numel()) + " elements of its dtype");
   }
+#if GYRE_TORCH_DEVICE_PATH
+  if (onDevice(input) && output.is_cuda()) return deviceAllgatherBase(output, input);
+#endif
   at::Tensor in = hostContiguous(input);
   at::Tensor out = hostContiguous(output);
   const std::string what = describe("all_gather_into_tensor", in);
@@ -223,10 +233,15 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::reduce_scatter(
   at::Tensor output = single(outputs, "reduce_scatter");
   if (inputs.size() != 1) throw std::invalid_argument("gyre: reduce_scatter takes one input list");
   checkCount(inputs.front(), size_, "reduce_scatter");
+  // All on one CUDA device: packed there (and reduced on the device where it runs);
+  // otherwise on the host.
+  bool device = output.is_cuda();
+  for (const at::Tensor& t : inputs.front()) device = device && t.device() == output.device();
   std::vector<at::Tensor> flats;
   for (int r = 0; r < size_; ++r) {
     checkSameBytes(output, inputs.front()[r], "reduce_scatter", r);
-    flats.push_back(inputs.front()[r].to(at::kCPU).reshape({-1}));
+    const at::Tensor& in = inputs.front()[r];
+    flats.push_back(device ? in.reshape({-1}) : in.to(at::kCPU).reshape({-1}));
   }
   at::Tensor packed = at::cat(flats);
   return _reduce_scatter_base(output, packed, opts);
@@ -240,6 +255,11 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::_reduce_scatter_base(
                                 std::to_string(size_) + ") x the output's " +
                                 std::to_string(output.numel()) + " elements of its dtype");
   }
+#if GYRE_TORCH_DEVICE_PATH
+  if (onDevice(output) && input.is_cuda()) {
+    return deviceReduceScatter(output, input, opts.reduceOp, c10d::OpType::_REDUCE_SCATTER_BASE);
+  }
+#endif
   const std::string what = describe("reduce_scatter", output);
   const int64_t count = output.numel();
   const int64_t offset = count * rank_;
@@ -303,9 +323,6 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::alltoall_base(at::Tensor& output, at
                                                           const c10d::AllToAllOptions&) {
   std::lock_guard<std::mutex> lock(issue_);
   const std::string what = describe("all_to_all_single", input);
-  at::Tensor in = hostContiguous(input);
-  at::Tensor out = hostContiguous(output);
-  if (sameStorage(in, out)) out = at::empty_like(out);  // gyre's buffers must not overlap
   // Parts are rows of dim 0 (torch's rule): an empty split list means equal parts.
   auto byteCounts = [&](const at::Tensor& t, const std::vector<int64_t>& splits, const char* side) {
     const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
@@ -335,8 +352,19 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::alltoall_base(at::Tensor& output, at
     }
     return counts;
   };
-  auto sendCounts = byteCounts(in, inputSplits, "input");
-  auto recvCounts = byteCounts(out, outputSplits, "output");
+  // The counts from the caller's tensors (a contiguous copy has the same rows and bytes).
+  if (input.layout() != at::kStrided) throwNotDense(input);
+  if (output.layout() != at::kStrided) throwNotDense(output);
+  auto sendCounts = byteCounts(input, inputSplits, "input");
+  auto recvCounts = byteCounts(output, outputSplits, "output");
+#if GYRE_TORCH_DEVICE_PATH
+  if (onDevice(input) && output.is_cuda()) {
+    return deviceAlltoall(output, input, sendCounts, recvCounts);
+  }
+#endif
+  at::Tensor in = hostContiguous(input);
+  at::Tensor out = hostContiguous(output);
+  if (sameStorage(in, out)) out = at::empty_like(out);  // gyre's buffers must not overlap
   auto work = allToAllBytes(c10d::OpType::ALLTOALL_BASE, what, in, sendCounts, out, recvCounts);
   work->addFinisher([output, out]() mutable {
     if (!sameStorage(out, output)) output.copy_(out);

@@ -18,6 +18,11 @@ constexpr size_t kHeaderBytes = sizeof(int64_t);
 c10::intrusive_ptr<c10d::Work> GyreBackend::send(std::vector<at::Tensor>& tensors, int dstRank,
                                                  int tag) {
   std::lock_guard<std::mutex> lock(issue_);
+#if GYRE_TORCH_DEVICE_PATH
+  if (onDevice(single(tensors, "send"))) {
+    return deviceSendRecv(tensors.front(), dstRank, /*send=*/true, tag);
+  }
+#endif
   at::Tensor payload = hostContiguous(single(tensors, "send"));
   const std::string what = describe("send", payload) + " to rank " + std::to_string(dstRank) +
                            " (tag " + std::to_string(tag) + ")";
@@ -39,6 +44,9 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::recv(std::vector<at::Tensor>& tensor
                                                  int tag) {
   std::lock_guard<std::mutex> lock(issue_);
   at::Tensor tensor = single(tensors, "recv");
+#if GYRE_TORCH_DEVICE_PATH
+  if (onDevice(tensor)) return deviceSendRecv(tensor, srcRank, /*send=*/false, tag);
+#endif
   const std::string what = describe("recv", tensor) + " from rank " + std::to_string(srcRank) +
                            " (tag " + std::to_string(tag) + ")";
   at::Tensor message = at::empty({static_cast<int64_t>(kHeaderBytes + bytesOf(tensor))},

@@ -44,6 +44,9 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("store"), py::arg("op"), py::arg("key"), py::call_guard<py::gil_scoped_release>());
   m.attr("supports_shrinking") = GYRE_TORCH_HAS_SHRINK != 0;
+  // Whether CUDA tensors run on gyre's device path (else staged through host memory):
+  // docs/pytorch.md, "CUDA tensors".
+  m.attr("device_path") = GYRE_TORCH_DEVICE_PATH != 0;
   m.def(
       "failed_rank",
       [](const c10::intrusive_ptr<gyre_torch::BackendBase>& backend) {

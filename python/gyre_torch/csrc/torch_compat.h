@@ -26,6 +26,16 @@
 #define GYRE_TORCH_HAS_SHRINK 0
 #endif
 
+// gyre's device path for CUDA tensors (capi/gyre_cuda.h, gyre_backend_device.cpp): torch 2.x
+// only, and only where setup.py built gyre's C API with CUDA (it then defines
+// GYRE_TORCH_WITH_CUDA=1; GYRE_TORCH_CUDA=0 or no toolkit leaves it out). Without it, CUDA
+// tensors are staged through host memory.
+#if TORCH_VERSION_MAJOR >= 2 && defined(GYRE_TORCH_WITH_CUDA) && GYRE_TORCH_WITH_CUDA
+#define GYRE_TORCH_DEVICE_PATH 1
+#else
+#define GYRE_TORCH_DEVICE_PATH 0
+#endif
+
 namespace gyre_torch {
 
 #if TORCH_VERSION_MAJOR >= 2
