@@ -152,7 +152,7 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::allreduce(std::vector<at::Tensor>& t
   std::lock_guard<std::mutex> lock(issue_);
   at::Tensor tensor = single(tensors, "all_reduce");
 #if GYRE_TORCH_DEVICE_PATH
-  if (onDevice(tensor)) return deviceAllreduce(tensor, opts.reduceOp);
+  if (onDevice(tensor)) return deviceReduce(tensor, opts.reduceOp, -1);
 #endif
   const std::string what = describe("all_reduce", tensor);
   std::optional<NativeReduction> native =

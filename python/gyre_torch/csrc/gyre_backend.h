@@ -202,7 +202,7 @@ class GyreBackend : public BackendBase {
                                          const at::Tensor& t, const std::string& name,
                                          const std::string& what);
   // The collectives on the device (gyre_backend_device.cpp), with issue_ held.
-  c10::intrusive_ptr<c10d::Work> deviceAllreduce(at::Tensor& tensor, const c10d::ReduceOp& op);
+  // root < 0: all_reduce.
   c10::intrusive_ptr<c10d::Work> deviceReduce(at::Tensor& tensor, const c10d::ReduceOp& op,
                                               int root);
   c10::intrusive_ptr<c10d::Work> deviceBroadcast(at::Tensor& tensor, int root);

@@ -145,64 +145,41 @@ static at::Tensor gatherStacked(const at::Tensor& source, int world, const Devic
   return stacked;
 }
 
-c10::intrusive_ptr<c10d::Work> GyreBackend::deviceAllreduce(at::Tensor& tensor,
-                                                            const c10d::ReduceOp& op) {
-  std::string what = onDeviceText(describe("all_reduce", tensor), tensor);
+// all_reduce (root < 0) and reduce: the same steps but the call and who keeps the result.
+c10::intrusive_ptr<c10d::Work> GyreBackend::deviceReduce(at::Tensor& tensor,
+                                                         const c10d::ReduceOp& op, int root) {
+  const bool all = root < 0;
+  std::string what = onDeviceText(describe(all ? "all_reduce" : "reduce", tensor), tensor);
+  if (!all) what += " to root " + std::to_string(root);
   auto comm = groupDevice(tensor, what);
   c10::DeviceGuard guard(tensor.device());
   const c10::Stream stream = currentStream(tensor.device());
   std::optional<NativeReduction> native = nativeReduction(tensor.scalar_type(), op.op_);
   at::Tensor source = reductionSource(tensor, op);
+  const bool keeps = all || root == rank_;
   ++sequence_;
   if (!native) {
     gyreResult_t result;
     at::Tensor stacked = gatherStacked(source, size_, *comm, stream, &result);
     checkDevice(result, what, *comm);
-    tensor.copy_(reduceLocally(stacked, op.op_, size_));
+    if (keeps) tensor.copy_(reduceLocally(stacked, op.op_, size_));
     what += " (" + std::string(opName(op.op_)) + ", all-gather + local reduction)";
   } else {
     at::Tensor flat =
         at::isComplexType(source.scalar_type()) ? at::view_as_real(source) : source;
-    checkDevice(gyreCudaAllReduce(flat.data_ptr(), flat.data_ptr(),
-                                  source.numel() * native->countFactor, native->dtype,
-                                  native->op, comm->comm, nativeStream(stream)),
+    const size_t count = source.numel() * native->countFactor;
+    checkDevice(all ? gyreCudaAllReduce(flat.data_ptr(), flat.data_ptr(), count, native->dtype,
+                                        native->op, comm->comm, nativeStream(stream))
+                    : gyreCudaReduce(flat.data_ptr(), flat.data_ptr(), count, native->dtype,
+                                     native->op, root, comm->comm, nativeStream(stream)),
                 what, *comm);
-    if (!sameStorage(source, tensor)) tensor.copy_(source);
+    if (keeps && !sameStorage(source, tensor)) tensor.copy_(source);
     what += " (" + std::string(opName(op.op_)) + ")";
   }
   recordOn(tensor, stream);
-  return c10::make_intrusive<DeviceWork>(rank_, c10d::OpType::ALLREDUCE, what, stream,
-                                         std::vector<at::Tensor>{tensor}, comm, false);
-}
-
-c10::intrusive_ptr<c10d::Work> GyreBackend::deviceReduce(at::Tensor& tensor,
-                                                         const c10d::ReduceOp& op, int root) {
-  std::string what = onDeviceText(describe("reduce", tensor), tensor) + " to root " +
-                     std::to_string(root);
-  auto comm = groupDevice(tensor, what);
-  c10::DeviceGuard guard(tensor.device());
-  const c10::Stream stream = currentStream(tensor.device());
-  std::optional<NativeReduction> native = nativeReduction(tensor.scalar_type(), op.op_);
-  at::Tensor source = reductionSource(tensor, op);
-  ++sequence_;
-  if (!native) {
-    gyreResult_t result;
-    at::Tensor stacked = gatherStacked(source, size_, *comm, stream, &result);
-    checkDevice(result, what, *comm);
-    if (root == rank_) tensor.copy_(reduceLocally(stacked, op.op_, size_));
-  } else {
-    at::Tensor flat =
-        at::isComplexType(source.scalar_type()) ? at::view_as_real(source) : source;
-    checkDevice(gyreCudaReduce(flat.data_ptr(), flat.data_ptr(),
-                               source.numel() * native->countFactor, native->dtype, native->op,
-                               root, comm->comm, nativeStream(stream)),
-                what, *comm);
-    if (root == rank_ && !sameStorage(source, tensor)) tensor.copy_(source);
-  }
-  recordOn(tensor, stream);
-  return c10::make_intrusive<DeviceWork>(rank_, c10d::OpType::REDUCE,
-                                         what + " (" + opName(op.op_) + ")", stream,
-                                         std::vector<at::Tensor>{tensor}, comm, false);
+  return c10::make_intrusive<DeviceWork>(
+      rank_, all ? c10d::OpType::ALLREDUCE : c10d::OpType::REDUCE, what, stream,
+      std::vector<at::Tensor>{tensor}, comm, false);
 }
 
 c10::intrusive_ptr<c10d::Work> GyreBackend::deviceReduceScatter(at::Tensor& output,
