@@ -53,6 +53,15 @@ std::string onDeviceText(const std::string& what, const at::Tensor& t) {
   return what + " on " + t.device().str();
 }
 
+// A call's input and outputs must be on one device (the group's communicator is on one).
+void requireOneDevice(const at::Tensor& input, const at::Tensor& output,
+                      const std::string& what) {
+  if (input.device() == output.device()) return;
+  throw std::invalid_argument("gyre: " + what + ": the input is on " + input.device().str() +
+                              ", an output on " + output.device().str() +
+                              " (they must share a device)");
+}
+
 }  // namespace
 
 void GyreBackend::checkDevice(gyreResult_t result, const std::string& what,
@@ -188,11 +197,7 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::deviceReduceScatter(at::Tensor& outp
                                                                 c10d::OpType type) {
   std::string what = onDeviceText(describe("reduce_scatter", output), output);
   auto comm = groupDevice(output, what);
-  if (input.device() != output.device()) {
-    throw std::invalid_argument("gyre: " + what + ": the input is on " + input.device().str() +
-                                ", the output on " + output.device().str() +
-                                " (they must share a device)");
-  }
+  requireOneDevice(input, output, what);
   c10::DeviceGuard guard(output.device());
   const c10::Stream stream = currentStream(output.device());
   std::optional<NativeReduction> native = nativeReduction(output.scalar_type(), op.op_);
@@ -245,12 +250,7 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::deviceAllgather(std::vector<at::Tens
                                                             const at::Tensor& input) {
   const std::string what = onDeviceText(describe("all_gather", input), input);
   auto comm = groupDevice(input, what);
-  for (const at::Tensor& out : outputs) {
-    if (out.device() != input.device()) {
-      throw std::invalid_argument("gyre: " + what + ": an output is on " + out.device().str() +
-                                  " (every output must be on the input's device)");
-    }
-  }
+  for (const at::Tensor& out : outputs) requireOneDevice(input, out, what);
   c10::DeviceGuard guard(input.device());
   const c10::Stream stream = currentStream(input.device());
   at::Tensor in = deviceContiguous(input);
@@ -271,10 +271,7 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::deviceAllgatherBase(at::Tensor& outp
                                                                 const at::Tensor& input) {
   const std::string what = onDeviceText(describe("all_gather_into_tensor", input), input);
   auto comm = groupDevice(input, what);
-  if (output.device() != input.device()) {
-    throw std::invalid_argument("gyre: " + what + ": the output is on " + output.device().str() +
-                                " (it must be on the input's device)");
-  }
+  requireOneDevice(input, output, what);
   c10::DeviceGuard guard(input.device());
   const c10::Stream stream = currentStream(input.device());
   at::Tensor in = deviceContiguous(input);
@@ -296,10 +293,7 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::deviceAlltoall(at::Tensor& output,
                                                            const std::vector<size_t>& recvCounts) {
   const std::string what = onDeviceText(describe("all_to_all_single", input), input);
   auto comm = groupDevice(input, what);
-  if (output.device() != input.device()) {
-    throw std::invalid_argument("gyre: " + what + ": the output is on " + output.device().str() +
-                                " (it must be on the input's device)");
-  }
+  requireOneDevice(input, output, what);
   c10::DeviceGuard guard(input.device());
   const c10::Stream stream = currentStream(input.device());
   at::Tensor in = deviceContiguous(input);
