@@ -40,20 +40,12 @@ CudaCommunicator& need(gyreCudaComm* comm) {
   return *comm->comm;
 }
 
-DataType toDataType(int value, const CudaCommunicator& c, const char* what) {
-  if (value < 0 || value >= gyre::kNumDataTypes) {
-    fail(ErrorCode::kInvalidArgument, "rank {}: device {}: unknown datatype {} (valid: 0..{})",
-         c.rank(), what, value, gyre::kNumDataTypes - 1);
-  }
-  return static_cast<DataType>(value);
+// The host API's checks (capi/handles.h), naming this communicator's rank.
+DataType toDataType(int value, const CudaCommunicator& c) {
+  return gyre::capi::toDataType(value, c.rank());
 }
-
-ReduceOp toReduceOp(int value, const CudaCommunicator& c, const char* what) {
-  if (value < 0 || value >= gyre::kNumReduceOps) {
-    fail(ErrorCode::kInvalidArgument, "rank {}: device {}: unknown reduction op {} (valid: 0..{})",
-         c.rank(), what, value, gyre::kNumReduceOps - 1);
-  }
-  return static_cast<ReduceOp>(value);
+ReduceOp toReduceOp(int value, const CudaCommunicator& c) {
+  return gyre::capi::toReduceOp(value, c.rank());
 }
 
 void checkRoot(int root, const CudaCommunicator& c, const char* what) {
@@ -190,8 +182,8 @@ gyreResult_t gyreCudaAllReduce(const void* sendbuff, void* recvbuff, size_t coun
                                gyreCudaStream_t stream) {
   return guarded(nullptr, "gyreCudaAllReduce", [&] {
     CudaCommunicator& c = need(comm);
-    const DataType dtype = toDataType(raw(datatype), c, "allreduce");
-    const ReduceOp rop = toReduceOp(raw(op), c, "allreduce");
+    const DataType dtype = toDataType(raw(datatype), c);
+    const ReduceOp rop = toReduceOp(raw(op), c);
     c.allReduce(sendbuff, recvbuff, count, dtype, rop, stream);
   });
 }
@@ -201,7 +193,7 @@ gyreResult_t gyreCudaBroadcast(const void* sendbuff, void* recvbuff, size_t coun
                                gyreCudaStream_t stream) {
   return guarded(nullptr, "gyreCudaBroadcast", [&] {
     CudaCommunicator& c = need(comm);
-    const DataType dtype = toDataType(raw(datatype), c, "broadcast");
+    const DataType dtype = toDataType(raw(datatype), c);
     checkRoot(root, c, "broadcast");
     const size_t bytes = bytesOf(count, dtype, c, "broadcast");
     if (c.rank() == root && count > 0 && sendbuff != recvbuff) {
@@ -226,8 +218,8 @@ gyreResult_t gyreCudaReduce(const void* sendbuff, void* recvbuff, size_t count,
                             gyreCudaComm_t comm, gyreCudaStream_t stream) {
   return guarded(nullptr, "gyreCudaReduce", [&] {
     CudaCommunicator& c = need(comm);
-    const DataType dtype = toDataType(raw(datatype), c, "reduce");
-    const ReduceOp rop = toReduceOp(raw(op), c, "reduce");
+    const DataType dtype = toDataType(raw(datatype), c);
+    const ReduceOp rop = toReduceOp(raw(op), c);
     checkRoot(root, c, "reduce");
     const size_t bytes = bytesOf(count, dtype, c, "reduce");
     if (count > 0 && (sendbuff == nullptr || (c.rank() == root && recvbuff == nullptr))) {
@@ -252,7 +244,7 @@ gyreResult_t gyreCudaAllGather(const void* sendbuff, void* recvbuff, size_t send
                                gyreCudaStream_t stream) {
   return guarded(nullptr, "gyreCudaAllGather", [&] {
     CudaCommunicator& c = need(comm);
-    const DataType dtype = toDataType(raw(datatype), c, "allgather");
+    const DataType dtype = toDataType(raw(datatype), c);
     c.allGather(sendbuff, recvbuff, sendcount, dtype, stream);
   });
 }
@@ -262,8 +254,8 @@ gyreResult_t gyreCudaReduceScatter(const void* sendbuff, void* recvbuff, size_t 
                                    gyreCudaStream_t stream) {
   return guarded(nullptr, "gyreCudaReduceScatter", [&] {
     CudaCommunicator& c = need(comm);
-    const DataType dtype = toDataType(raw(datatype), c, "reducescatter");
-    const ReduceOp rop = toReduceOp(raw(op), c, "reducescatter");
+    const DataType dtype = toDataType(raw(datatype), c);
+    const ReduceOp rop = toReduceOp(raw(op), c);
     c.reduceScatter(sendbuff, recvbuff, recvcount, dtype, rop, stream);
   });
 }
@@ -273,7 +265,7 @@ gyreResult_t gyreCudaAllToAll(const void* sendbuff, void* recvbuff, size_t count
                               gyreCudaStream_t stream) {
   return guarded(nullptr, "gyreCudaAllToAll", [&] {
     CudaCommunicator& c = need(comm);
-    const DataType dtype = toDataType(raw(datatype), c, "alltoall");
+    const DataType dtype = toDataType(raw(datatype), c);
     c.allToAll(sendbuff, recvbuff, count, dtype, stream);
   });
 }
@@ -284,7 +276,7 @@ gyreResult_t gyreCudaAllToAllv(const void* sendbuff, const size_t sendcounts[],
                                gyreCudaComm_t comm, gyreCudaStream_t stream) {
   return guarded(nullptr, "gyreCudaAllToAllv", [&] {
     CudaCommunicator& c = need(comm);
-    const DataType dtype = toDataType(raw(datatype), c, "alltoallv");
+    const DataType dtype = toDataType(raw(datatype), c);
     c.allToAllv(sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls, dtype, stream);
   });
 }
@@ -293,7 +285,7 @@ gyreResult_t gyreCudaSend(const void* sendbuff, size_t count, gyreDataType_t dat
                           gyreCudaComm_t comm, gyreCudaStream_t stream) {
   return guarded(nullptr, "gyreCudaSend", [&] {
     CudaCommunicator& c = need(comm);
-    const DataType dtype = toDataType(raw(datatype), c, "send");
+    const DataType dtype = toDataType(raw(datatype), c);
     c.send(sendbuff, count, dtype, peer, stream);
   });
 }
@@ -302,7 +294,7 @@ gyreResult_t gyreCudaRecv(void* recvbuff, size_t count, gyreDataType_t datatype,
                           gyreCudaComm_t comm, gyreCudaStream_t stream) {
   return guarded(nullptr, "gyreCudaRecv", [&] {
     CudaCommunicator& c = need(comm);
-    const DataType dtype = toDataType(raw(datatype), c, "recv");
+    const DataType dtype = toDataType(raw(datatype), c);
     c.recv(recvbuff, count, dtype, peer, stream);
   });
 }
@@ -313,7 +305,7 @@ gyreResult_t gyreCudaSendRecv(const void* sendbuff, size_t sendcount, int sendpe
                               gyreCudaStream_t stream) {
   return guarded(nullptr, "gyreCudaSendRecv", [&] {
     CudaCommunicator& c = need(comm);
-    const DataType dtype = toDataType(raw(datatype), c, "sendrecv");
+    const DataType dtype = toDataType(raw(datatype), c);
     c.sendRecv(sendbuff, sendcount, sendpeer, recvbuff, recvcount, recvpeer, dtype, stream);
   });
 }

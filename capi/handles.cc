@@ -66,18 +66,18 @@ Communicator& need(gyreComm* comm) {
   return *comm->comm;
 }
 
-DataType toDataType(int value, const Communicator& comm) {
+DataType toDataType(int value, int rank) {
   if (value < 0 || value >= kNumDataTypes) {
-    fail(ErrorCode::kInvalidArgument, "rank {}: unknown datatype {} (valid: 0..{})", comm.rank(),
-         value, kNumDataTypes - 1);
+    fail(ErrorCode::kInvalidArgument, "rank {}: unknown datatype {} (valid: 0..{})", rank, value,
+         kNumDataTypes - 1);
   }
   return static_cast<DataType>(value);
 }
 
-ReduceOp toReduceOp(int value, const Communicator& comm) {
+ReduceOp toReduceOp(int value, int rank) {
   if (value < 0 || value >= kNumReduceOps) {
-    fail(ErrorCode::kInvalidArgument, "rank {}: unknown reduction op {} (valid: 0..{})",
-         comm.rank(), value, kNumReduceOps - 1);
+    fail(ErrorCode::kInvalidArgument, "rank {}: unknown reduction op {} (valid: 0..{})", rank,
+         value, kNumReduceOps - 1);
   }
   return static_cast<ReduceOp>(value);
 }

@@ -88,8 +88,12 @@ int raw(const Enum& value) {
   return out;
 }
 // The C enum values, checked; the messages name `comm`'s rank, as every message does.
-DataType toDataType(int datatype, const Communicator& comm);
-ReduceOp toReduceOp(int op, const Communicator& comm);
+DataType toDataType(int datatype, int rank);
+ReduceOp toReduceOp(int op, int rank);
+inline DataType toDataType(int datatype, const Communicator& comm) {
+  return toDataType(datatype, comm.rank());
+}
+inline ReduceOp toReduceOp(int op, const Communicator& comm) { return toReduceOp(op, comm.rank()); }
 
 gyreComm* wrap(std::unique_ptr<Communicator> comm);
 
