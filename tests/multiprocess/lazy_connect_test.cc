@@ -5,7 +5,6 @@
 // from both sides connect once; a peer killed before first use, or one that never
 // answers, is named with the operation that needed it, never a hang; GYRE_CONNECT=eager
 // still connects every pair at creation.
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -17,6 +16,7 @@
 
 #include "base/error.h"
 #include "collectives/eager_peers.h"
+#include "dir_entries.h"
 #include "fork_ranks.h"
 #include "ring/communicator.h"
 #include "ring/work.h"
@@ -25,6 +25,7 @@ namespace gyre {
 namespace {
 
 using testing::CommRanks;
+using testing::entriesIn;
 using testing::expectAllOk;
 using testing::RankResult;
 using namespace std::chrono_literals;
@@ -301,17 +302,6 @@ TEST(LazyConnect, AbortInterruptsAPendingConnect) {
   EXPECT_LT(r.seconds, 10.0) << r.describe();
 }
 
-
-int entriesIn(const char* dir) {
-  int n = 0;
-  if (DIR* d = ::opendir(dir)) {
-    while (dirent* e = ::readdir(d)) {
-      if (e->d_name[0] != '.') ++n;
-    }
-    ::closedir(d);
-  }
-  return n;
-}
 
 // Descriptors and threads a rank holds once created, lazy against eager, at 8 and 64
 // ranks on one host (printed; docs/DESIGN.md quotes them): lazy stays flat, eager grows

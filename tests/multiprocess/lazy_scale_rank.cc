@@ -27,15 +27,16 @@
 #include <string>
 #include <vector>
 
-#include <dirent.h>
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "dir_entries.h"
 #include "ring/communicator.h"
 
 namespace {
 
 using namespace gyre;
+using gyre::testing::entriesIn;
 using Clock = std::chrono::steady_clock;
 
 int gRank = -1;
@@ -45,17 +46,6 @@ int gCorrupt = -1;
   std::fprintf(stderr, "rank %d: %s\n", gRank, what.c_str());
   std::fflush(stderr);
   std::_Exit(1);
-}
-
-int entriesIn(const char* dir) {
-  int n = 0;
-  if (DIR* d = ::opendir(dir)) {
-    while (dirent* e = ::readdir(d)) {
-      if (e->d_name[0] != '.') ++n;
-    }
-    ::closedir(d);
-  }
-  return n - 1;  // opendir's own descriptor (counted under /proc/self/fd)
 }
 
 // A line of /proc/self/status or /proc/meminfo, in KiB.
